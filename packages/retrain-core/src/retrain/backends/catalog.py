@@ -1,0 +1,293 @@
+"""What each backend can do, where it comes from, and whether it is installed.
+
+Built-in backends are described here (capabilities, option schema, distribution) so that a
+config can be validated and explained on a machine where the backend's distribution is not
+installed. A distribution makes a backend runnable by registering a `BackendDefinition` in the
+`retrain.backends` entry-point group; third parties do the same for their own names.
+Loading an entry point imports only the small definition module, never torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from functools import cache
+from importlib import metadata
+from typing import Any, Literal
+
+from retrain.backends.options import BUILTIN_OPTION_SCHEMAS, OptionSchema, OptionSpec
+
+ResumeMode = Literal["unsupported", "adapter_only", "exact"]
+ENTRY_POINT_GROUP = "retrain.backends"
+
+
+@dataclass(frozen=True)
+class BackendCapabilities:
+    reports_sync_loss: bool = True
+    preserves_token_advantages: bool = False
+    supports_checkpoint_resume: bool = True
+    resume_runtime_dependent: bool = False
+    checkpoint_resume_mode: ResumeMode = "adapter_only"
+    supports_echo_shared_forward: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "reports_sync_loss": self.reports_sync_loss,
+            "preserves_token_advantages": self.preserves_token_advantages,
+            "supports_checkpoint_resume": self.supports_checkpoint_resume,
+            "resume_runtime_dependent": self.resume_runtime_dependent,
+            "checkpoint_resume_mode": self.checkpoint_resume_mode,
+            "supports_echo_shared_forward": self.supports_echo_shared_forward,
+        }
+
+
+PLUGIN_DEFAULT_CAPABILITIES = BackendCapabilities()
+
+
+@dataclass(frozen=True)
+class BackendDefinition:
+    """A backend as registered in the `retrain.backends` entry-point group.
+
+    `factory` is a `module:attr` path to a callable `(TrainConfig) -> TrainHelper`, imported
+    only when a run starts. `available=False` marks a distribution that ships its metadata
+    but not yet its implementation; `note` then says so.
+    """
+
+    name: str
+    factory: str
+    distribution: str
+    capabilities: BackendCapabilities = PLUGIN_DEFAULT_CAPABILITIES
+    option_schema: OptionSchema | None = None
+    dependency: str = ""
+    hint: str = ""
+    available: bool = True
+    note: str = ""
+
+
+_BUILTIN = {
+    "local": BackendDefinition(
+        name="local",
+        factory="retrain.backends.local.create:create_backend",
+        distribution="retrain-backends-local",
+        capabilities=BackendCapabilities(True, True, True, False, "adapter_only", True),
+        dependency="torch",
+        hint="pip install retrain-backends-local",
+    ),
+    "unsloth": BackendDefinition(
+        name="unsloth",
+        factory="retrain.backends.unsloth.create:create_backend",
+        distribution="retrain-backends-unsloth",
+        capabilities=BackendCapabilities(True, True, True, False, "adapter_only", True),
+        dependency="unsloth",
+        hint="pip install retrain-backends-unsloth (CUDA GPU required at run time)",
+    ),
+    "tinker": BackendDefinition(
+        name="tinker",
+        factory="retrain.backends.tinker.create:create_backend",
+        distribution="retrain-backends-tinker",
+        capabilities=BackendCapabilities(True, True, True, True, "exact", False),
+        dependency="tinker",
+        hint="pip install retrain-backends-tinker",
+    ),
+    "prime_rl": BackendDefinition(
+        name="prime_rl",
+        factory="retrain.backends.prime.create:create_backend",
+        distribution="retrain-backends-prime",
+        capabilities=BackendCapabilities(False, False, True, False, "adapter_only", False),
+        dependency="prime_rl",
+        hint="no retrain distribution ships the PRIME-RL bridge yet",
+        available=False,
+        note="the PRIME-RL bridge is not available in this version of retrain",
+    ),
+}
+BUILTIN_BACKENDS: tuple[str, ...] = tuple(_BUILTIN)
+
+
+def builtin_definition(name: str, **changes: Any) -> BackendDefinition:
+    """The core description of a built-in backend with `changes` applied; used by the
+    backend distributions' entry points so capabilities and schemas live in one place."""
+    base = _BUILTIN[name]
+    return replace(base, option_schema=BUILTIN_OPTION_SCHEMAS[name], **changes)
+
+
+@dataclass(frozen=True)
+class BackendEntry:
+    """A backend name as the catalog sees it on this machine."""
+
+    name: str
+    definition: BackendDefinition
+    source: str  # builtin | entry_point | plugin/hook | plugin/default
+    installed: bool  # its distribution registered an entry point here
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def runnable(self) -> bool:
+        return self.installed and self.definition.available
+
+    @property
+    def status(self) -> str:
+        if not self.installed:
+            return "not installed"
+        if not self.definition.available:
+            return "not available in this version"
+        return "available"
+
+
+@cache
+def _entry_points() -> dict[str, metadata.EntryPoint]:
+    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def entry_point_names() -> list[str]:
+    return sorted(_entry_points())
+
+
+def _load_entry(name: str) -> tuple[BackendDefinition | None, list[str]]:
+    ep = _entry_points().get(name)
+    if ep is None:
+        return None, []
+    try:
+        obj = ep.load()
+    except Exception as exc:  # a broken third-party package must not break the catalog
+        return None, [f"entry point {ep.value!r} failed to load: {type(exc).__name__}: {exc}"]
+    if not isinstance(obj, BackendDefinition):
+        return None, [f"entry point {ep.value!r} is not a BackendDefinition"]
+    return obj, []
+
+
+def lookup(name: str) -> BackendEntry | None:
+    """Catalog entry of a built-in or entry-point backend name; None when unknown."""
+    loaded, problems = _load_entry(name)
+    if name in _BUILTIN:
+        base = builtin_definition(name)
+        if loaded is not None:
+            base = replace(base, factory=loaded.factory, available=loaded.available and base.available,
+                           note=loaded.note or base.note)
+        return BackendEntry(name, base, "builtin", installed=loaded is not None, problems=problems)
+    if loaded is not None:
+        return BackendEntry(name, loaded, "entry_point", installed=True, problems=problems)
+    if problems:
+        stub = BackendDefinition(name=name, factory="", distribution="?", available=False)
+        return BackendEntry(name, stub, "entry_point", installed=True, problems=problems)
+    return None
+
+
+def all_entries() -> list[BackendEntry]:
+    names = list(BUILTIN_BACKENDS) + [n for n in entry_point_names() if n not in _BUILTIN]
+    return [e for n in names if (e := lookup(n)) is not None]
+
+
+_CAPABILITY_HOOKS = ("retrain_backend_capabilities", "RETRAIN_BACKEND_CAPABILITIES")
+_SCHEMA_HOOKS = ("retrain_backend_option_schema", "RETRAIN_BACKEND_OPTION_SCHEMA")
+
+
+def dotted_plugin_entry(target: str, options: Mapping[str, Any]) -> BackendEntry:
+    """Catalog entry of a dotted-path backend plugin, reading its optional metadata hooks.
+
+    Hooks are looked up on the target object, then on its module; a callable hook is called
+    with a copy of the options (or with no arguments if it takes none).
+    """
+    module_name, _, attr = target.replace(":", ".").rpartition(".")
+    caps = PLUGIN_DEFAULT_CAPABILITIES
+    schema: OptionSchema | None = None
+    source = "plugin/default"
+    try:
+        module = importlib.import_module(module_name)
+    except Exception:
+        module = None
+    if module is not None:
+        holders = [getattr(module, attr, None), module]
+        raw_caps = _hook(holders, _CAPABILITY_HOOKS, options)
+        parsed = _parse_capabilities(raw_caps)
+        if parsed is not None:
+            caps, source = parsed, "plugin/hook"
+        raw_schema = _hook(holders, _SCHEMA_HOOKS, options)
+        if isinstance(raw_schema, Mapping):
+            schema = {k: _parse_option_spec(v) for k, v in raw_schema.items()}
+    definition = BackendDefinition(name=target, factory=target, distribution="(plugin)",
+                                   capabilities=caps, option_schema=schema)
+    return BackendEntry(target, definition, source, installed=module is not None)
+
+
+def _hook(holders: list[Any], names: tuple[str, ...], options: Mapping[str, Any]) -> Any:
+    for holder in holders:
+        if holder is None:
+            continue
+        for name in names:
+            value = getattr(holder, name, None)
+            if value is None:
+                continue
+            if callable(value) and not isinstance(value, type):
+                try:
+                    return value(dict(options))
+                except TypeError:
+                    return value()
+            return value
+    return None
+
+
+def _parse_capabilities(raw: Any) -> BackendCapabilities | None:
+    if isinstance(raw, BackendCapabilities):
+        return raw
+    if not isinstance(raw, Mapping):
+        return None
+    required = ("reports_sync_loss", "preserves_token_advantages", "supports_checkpoint_resume",
+                "resume_runtime_dependent")
+    if any(k not in raw for k in required):
+        return None
+    mode = raw.get("checkpoint_resume_mode", raw.get("resume_mode", "adapter_only"))
+    if mode not in ("unsupported", "adapter_only", "exact"):
+        mode = "adapter_only"
+    return BackendCapabilities(*(bool(raw[k]) for k in required), checkpoint_resume_mode=mode,
+                               supports_echo_shared_forward=bool(raw.get("supports_echo_shared_forward", False)))
+
+
+_TYPE_NAMES: dict[str, type] = {"bool": bool, "boolean": bool, "int": int, "integer": int,
+                                "float": float, "str": str, "string": str}
+
+
+def _parse_option_spec(raw: Any) -> OptionSpec:
+    if isinstance(raw, OptionSpec):
+        return raw
+    tp = raw.get("type", raw.get("value_type", str)) if isinstance(raw, Mapping) else str
+    if isinstance(tp, str):
+        tp = _TYPE_NAMES.get(tp.lower(), str)
+    choices = raw.get("choices") if isinstance(raw, Mapping) else None
+    return OptionSpec(tp, raw.get("default") if isinstance(raw, Mapping) else None,
+                      choices=tuple(choices) if choices else None,
+                      validator=raw.get("validator") if isinstance(raw, Mapping) else None)
+
+
+def describe_catalog() -> dict[str, Any]:
+    """The machine-readable catalog behind `retrain backends --json`."""
+    from retrain.backends.options import describe_schema
+
+    return {
+        "builtins": [_describe(e, describe_schema) for e in all_entries() if e.source == "builtin"],
+        "entry_points": [_describe(e, describe_schema) for e in all_entries() if e.source != "builtin"],
+        "plugin": {
+            "dotted_path_supported": True,
+            "entry_point_group": ENTRY_POINT_GROUP,
+            "default_capabilities": PLUGIN_DEFAULT_CAPABILITIES.as_dict(),
+            "capability_hooks": list(_CAPABILITY_HOOKS),
+            "option_schema_hooks": list(_SCHEMA_HOOKS),
+            "option_schema_format": "{key: {type|value_type, default, choices?, validator?}}",
+        },
+    }
+
+
+def _describe(entry: BackendEntry, describe_schema: Any) -> dict[str, Any]:
+    d = entry.definition
+    return {
+        "name": entry.name,
+        "source": entry.source,
+        "distribution": d.distribution,
+        "installed": entry.installed,
+        "status": entry.status,
+        "note": d.note,
+        "dependency": {"import": d.dependency, "hint": d.hint},
+        "capabilities": d.capabilities.as_dict(),
+        "option_schema": describe_schema(d.option_schema or {}),
+        "problems": entry.problems,
+    }

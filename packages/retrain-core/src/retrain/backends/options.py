@@ -1,0 +1,210 @@
+"""`[backend.options]` schemas of the built-in backends, and their normalisation.
+
+A normalised options table holds every schema key (defaults filled in) with its value coerced
+to the declared type, so backends never re-parse strings. Unknown keys are errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from retrain.config.errors import ConfigIssue, did_you_mean
+from retrain.config.fields import CoerceError, coerce
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    value_type: type
+    default: Any
+    choices: tuple[Any, ...] | None = None
+    validator: Callable[[Any], str | None] | None = None
+    description: str = ""
+
+
+OptionSchema = Mapping[str, OptionSpec]
+
+
+def _ge0(v: Any) -> str | None:
+    return None if v >= 0 else "must be >= 0"
+
+
+def _gt0(v: Any) -> str | None:
+    return None if v > 0 else "must be > 0"
+
+
+def _unit(v: Any) -> str | None:
+    return None if 0 < v <= 1 else "must be in (0, 1]"
+
+
+def _port(v: Any) -> str | None:
+    return None if 1 <= v <= 65535 else "must be in 1..65535"
+
+
+def _b(default: bool, description: str = "") -> OptionSpec:
+    return OptionSpec(bool, default, description=description)
+
+
+def _i(default: int, validator: Callable[[Any], str | None] | None = _ge0, description: str = "",
+       choices: tuple[Any, ...] | None = None) -> OptionSpec:
+    return OptionSpec(int, default, choices=choices, validator=validator, description=description)
+
+
+def _s(default: str, choices: tuple[str, ...] | None = None, description: str = "") -> OptionSpec:
+    return OptionSpec(str, default, choices=choices, description=description)
+
+
+_TRAIN_SHARED: dict[str, OptionSpec] = {
+    "train_microbatch_size": _i(0, description="Rows per micro-batch; 0 = whole batch."),
+    "train_logprob_chunk_size": _i(0, description="Tokens per chunk of the selected-token logprob path; 0 = auto."),
+    "train_selective_suffix_logits": _b(False, "Compute logits only for completion positions."),
+    "train_save_on_cpu": _b(False, "Offload saved activations to CPU memory."),
+    "train_save_on_cpu_pin_memory": _b(True),
+    "train_save_on_cpu_min_numel": _i(0),
+    "train_supervised_context_tokens": _i(0),
+    "train_unsloth_fused_ce": _s("off", ("off", "auto", "require")),
+    "train_unsloth_fused_ce_target_gb": OptionSpec(float, 0.0, validator=_ge0),
+    "train_unsloth_fused_ce_torch_compile": _b(True),
+    "train_compile_selective_ce": _s("off", ("off", "auto", "require")),
+    "train_compile_selective_ce_min_tokens": _i(128),
+    "lora_target_modules": _s("", description="Comma list of module-name suffixes; empty = all attention and MLP projections."),
+    "liger_kernel": _b(True),
+    "liger_fused_linear_ce": _b(True),
+    "cuda_empty_cache": _b(True),
+    "sample_use_cache": _b(True, "KV cache during PyTorch sampling."),
+    "gradient_checkpointing": _b(True),
+    "qwen35_gated_delta_kernel": _s("auto", ("auto", "off", "torch", "flash_qla")),
+}
+
+LOCAL_OPTIONS: dict[str, OptionSpec] = {
+    **_TRAIN_SHARED,
+    "train_sft_microbatch_token_budget": _i(0),
+    "cuda_expandable_segments": _s("auto"),
+    "strict_deterministic": _b(False, "Deterministic kernels; needs a seed."),
+    "sample_kv_quantization": _s("off", ("off", "oscar")),
+    "sample_oscar_repo": _s(""),
+    "sample_oscar_bits": _i(2, None, choices=(2, 4)),
+    "sample_oscar_quant_mode": _s("k-channel"),
+    "sample_oscar_group_size": _i(0),
+    "sample_oscar_kv_rotation": _s("hadamard"),
+    "sample_oscar_kv_norm": _s("1"),
+    "sample_oscar_residual_block_size": _i(128, _gt0),
+    "sample_oscar_attn_implementation": _s("sdpa"),
+    "gradient_checkpointing_use_reentrant": _s("auto", ("auto", "true", "false")),
+    "gradient_checkpointing_skip_last_n": _i(0),
+    "cudnn_causal_conv1d_shim": _b(False),
+    "lora_layers_to_transform": _s("", description="Layers to adapt: last:N, first:N, 0,2-3, all."),
+    "lora_layers_pattern": _s("layers"),
+    "lora_detach_input": _b(False),
+    "lora_fast_linear": _b(False),
+    "lora_freeze_a": _b(False),
+    "trust_remote_code": _b(False),
+}
+
+UNSLOTH_OPTIONS: dict[str, OptionSpec] = {
+    **_TRAIN_SHARED,
+    "train_selective_suffix_logits": _b(True),
+    "train_unsloth_fused_ce": _s("auto", ("off", "auto", "require")),
+    "liger_kernel": _b(False),
+    "max_seq_length": _i(0, description="0 = max(2048, max_tokens)."),
+    "load_in_4bit": _b(True),
+    "load_in_8bit": _b(False),
+    "load_in_16bit": _b(False),
+    "fast_inference": _b(False),
+    "gpu_memory_utilization": OptionSpec(float, 0.5, validator=_unit),
+    "float8_kv_cache": _b(False),
+    "max_lora_rank": _i(64, _gt0),
+    "use_gradient_checkpointing": _s("unsloth"),
+    "device_map": _s("retrain"),
+    "trust_remote_code": _b(False),
+    "use_exact_model_name": _b(False),
+    "offload_embedding": _b(False),
+    "unsloth_tiled_mlp": _b(False),
+    "unsloth_tiled_mlp_mode": _s(""),
+    "text_only": _b(False),
+    "use_rslora": _b(False),
+    "random_state": _i(3407, None),
+    "qwen35_gated_delta_chunk_size": _s("auto"),
+}
+
+PRIME_RL_OPTIONS: dict[str, OptionSpec] = {
+    "transport": _s("filesystem", ("filesystem", "zmq")),
+    "zmq_host": _s("localhost"),
+    "zmq_port": _i(5555, _port),
+    "zmq_hwm": _i(10, _gt0),
+    "strict_advantages": _b(True),
+    "sync_wait_s": _i(30),
+    "sync_poll_s": OptionSpec(float, 0.2, validator=_gt0),
+}
+
+TINKER_OPTIONS: dict[str, OptionSpec] = {}
+
+BUILTIN_OPTION_SCHEMAS: dict[str, OptionSchema] = {
+    "local": LOCAL_OPTIONS,
+    "unsloth": UNSLOTH_OPTIONS,
+    "tinker": TINKER_OPTIONS,
+    "prime_rl": PRIME_RL_OPTIONS,
+}
+
+
+def normalize_options(
+    backend: str, options: Mapping[str, Any], schema: OptionSchema | None
+) -> tuple[dict[str, Any], list[ConfigIssue]]:
+    """Every schema key with a coerced value, and the problems found (all of them).
+
+    A backend with no schema (a plugin that declares none) gets its options untouched.
+    """
+    if schema is None:
+        return dict(options), []
+    issues: list[ConfigIssue] = []
+    out = {k: spec.default for k, spec in schema.items()}
+    for key in sorted(options):
+        raw = options[key]
+        label = f"[backend.options] {key}"
+        spec = schema.get(key)
+        if spec is None:
+            if not schema:
+                msg = f"backend {backend!r} takes no options"
+                hint = "remove the [backend.options] table"
+            else:
+                msg = f"unknown option for backend {backend!r}"
+                hint = did_you_mean(key, schema) or "see `retrain backends` for the option list"
+            issues.append(ConfigIssue(msg, key=label, hint=hint))
+            continue
+        try:
+            value = coerce(spec.value_type, raw)
+        except CoerceError as exc:
+            issues.append(ConfigIssue(f"{raw!r}: {exc}", key=label, hint=f"{key} = {_toml(spec.default)}"))
+            continue
+        if spec.choices is not None and value not in spec.choices:
+            choices = ", ".join(map(str, spec.choices))
+            issues.append(ConfigIssue(f"{raw!r}: must be one of {choices}", key=label,
+                                      hint=did_you_mean(str(value), map(str, spec.choices))))
+            continue
+        if spec.validator is not None and (problem := spec.validator(value)):
+            issues.append(ConfigIssue(f"{raw!r}: {problem}", key=label, hint=f"{key} = {_toml(spec.default)}"))
+            continue
+        out[key] = value
+    return out, issues
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return repr(value)
+
+
+def describe_schema(schema: OptionSchema) -> dict[str, dict[str, Any]]:
+    return {
+        key: {
+            "type": spec.value_type.__name__,
+            "default": spec.default,
+            "choices": list(spec.choices) if spec.choices is not None else None,
+            "has_validator": spec.validator is not None,
+            "description": spec.description,
+        }
+        for key, spec in sorted(schema.items())
+    }

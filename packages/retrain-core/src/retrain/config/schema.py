@@ -1,0 +1,456 @@
+"""The TOML schema: one msgspec Struct per TOML section, and `TrainConfig` holding them.
+
+Field names are the TOML keys. Each field's `Meta` carries its meaning (`description`), its
+bounds (`ge`/`gt`/`le`/`lt`, checked by `retrain.config.load`) and, under `extra["flag"]`, the
+reference implementation's flat field name when it differs from `<prefix><key>`. The flat name
+is what CLI flags (`--optim-beta1`), campaign condition overrides and config snapshots use, so
+users' commands and files written for the reference keep working.
+
+docs/configuration.md is generated from this module (`retrain.config.reference`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+import msgspec
+from msgspec import Meta
+
+
+def F(
+    description: str,
+    *,
+    flag: str | None = None,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+) -> Meta:
+    """Field metadata: meaning, bounds, and the reference's flat name when it is irregular."""
+    extra = {"flag": flag} if flag else None
+    return Meta(description=description, ge=ge, gt=gt, le=le, lt=lt, extra=extra)
+
+
+JsonTable = dict[str, Any]
+
+
+class Section(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A TOML section. `_prefix` + key gives the flat (reference) field name."""
+
+    _prefix: ClassVar[str] = ""
+
+
+class AlgorithmConfig(Section):
+    algorithm_mode: Annotated[
+        str,
+        F(
+            "Full-pipeline selector; when set it replaces advantage_mode + transform_mode. "
+            "Built-ins: grpo_none, maxrl_none, maxrl_gtpo, maxrl_gtpo_hicra, maxrl_gtpo_sepa, "
+            "reinforce_pp_none, reinforce_pp_gtpo, reinforce_pp_gtpo_sepa, reinforce_pp_delight, "
+            "reinforce_pp_delight_sepa, discover_entropic, ttt_discover_entropic; or a dotted path."
+        ),
+    ] = ""
+    advantage_mode: Annotated[
+        str, F("Episode-level advantage: grpo, maxrl, reinforce_pp, or a dotted plugin path.")
+    ] = "maxrl"
+    transform_mode: Annotated[
+        str,
+        F(
+            "Token-credit transform: none, gtpo, entropy_mask, gtpo_hicra, gtpo_sepa, "
+            "gtpo_sepa_amp, gtpo_sepa_amp_c, delight, delight_sepa, hard_delight, or a dotted path."
+        ),
+    ] = "gtpo_sepa"
+    uncertainty_kind: Annotated[
+        str,
+        F(
+            "Per-token uncertainty for GTPO-family transforms: surprisal, predictive_variance, "
+            "shannon_entropy (aliases accepted, case-insensitive), or a dotted path."
+        ),
+    ] = "surprisal"
+    surprisal_mask_rho: Annotated[
+        float,
+        F("Top-rho keep fraction of the entropy_mask transform (alias key: entropy_mask_rho).", ge=0, le=1),
+    ] = 0.0
+    params: Annotated[
+        JsonTable, F("Free-form parameters for an algorithm_mode plugin.", flag="algorithm_params")
+    ] = msgspec.field(default_factory=dict)
+    advantage_params: Annotated[
+        JsonTable, F("Free-form parameters passed to the advantage mode.")
+    ] = msgspec.field(default_factory=dict)
+    transform_params: Annotated[
+        JsonTable,
+        F("Free-form parameters passed to the transform (Delight knobs, SEPA amp, uncertainty_kind)."),
+    ] = msgspec.field(default_factory=dict)
+
+
+class BackendConfig(Section):
+    backend: Annotated[
+        str,
+        F("Training backend: local, unsloth, tinker, prime_rl, a registered entry point, or a dotted path."),
+    ] = "local"
+    devices: Annotated[
+        str,
+        F("Comma-separated devices: gpu:N or cpu. Two or more GPUs split inference (first) and training (last)."),
+    ] = "gpu:0"
+    adapter_path: Annotated[
+        str, F("Where adapters are saved: <adapter_path>/checkpoint_step_N and <adapter_path>/final.")
+    ] = "/tmp/retrain_adapter"
+    throttle_dir: Annotated[
+        str,
+        F("Cross-process Tinker semaphore directory (parallel campaigns set it).", flag="tinker_throttle_dir"),
+    ] = ""
+    max_concurrent: Annotated[
+        int, F("Maximum simultaneous Tinker calls when throttling.", flag="tinker_max_concurrent", gt=0)
+    ] = 4
+    options: Annotated[
+        JsonTable,
+        F(
+            "Backend-specific options, schema-checked for built-in backends (see `retrain backends`).",
+            flag="backend_options",
+        ),
+    ] = msgspec.field(default_factory=dict)
+
+
+class ModelConfig(Section):
+    model: Annotated[
+        str, F("Hugging Face model id, a local path, or the built-in offline model `tiny`.")
+    ] = "Qwen/Qwen3-4B-Instruct-2507"
+    revision: Annotated[
+        str, F("Exact model revision for tokenizer and local loads.", flag="model_revision")
+    ] = ""
+    local_files_only: Annotated[
+        bool, F("Never contact the hub; requires `revision`.", flag="model_local_files_only")
+    ] = False
+    base_url: Annotated[str, F("Tinker service URL, or the fallback inference URL.")] = ""
+    lora_rank: Annotated[int, F("LoRA rank (also the squeeze source rank fallback).", gt=0)] = 32
+
+
+class LoraConfig(Section):
+    _prefix: ClassVar[str] = "lora_"
+    alpha: Annotated[int, F("LoRA alpha; 0 means 2 x lora_rank.", ge=0)] = 0
+    dropout: Annotated[float, F("LoRA dropout probability.", ge=0, lt=1)] = 0.0
+
+
+class OptimizerConfig(Section):
+    _prefix: ClassVar[str] = "optim_"
+    beta1: Annotated[float, F("AdamW beta1.", ge=0, lt=1)] = 0.9
+    beta2: Annotated[float, F("AdamW beta2.", ge=0, lt=1)] = 0.95
+    eps: Annotated[float, F("AdamW epsilon.", gt=0)] = 1e-8
+    grad_clip_norm: Annotated[
+        float, F("Global gradient-norm clip; 0 disables.", flag="grad_clip_norm", ge=0)
+    ] = 0.0
+
+
+class GtpoConfig(Section):
+    _prefix: ClassVar[str] = "gtpo_"
+    beta: Annotated[float, F("GTPO uncertainty-weighting strength; 0 disables the weighting.", ge=0)] = 0.1
+
+
+class HicraConfig(Section):
+    _prefix: ClassVar[str] = "hicra_"
+    alpha: Annotated[float, F("HICRA planning-token amplification; 0 disables HICRA.", ge=0)] = 0.2
+
+
+class PlanningConfig(Section):
+    _prefix: ClassVar[str] = "planning_"
+    detector: Annotated[str, F("Planning-token detector: regex, semantic, or a dotted path.")] = "regex"
+    model: Annotated[str, F("Sentence-embedding model of the semantic detector.")] = "all-MiniLM-L6-v2"
+    threshold: Annotated[float, F("Similarity threshold of the semantic detector.", ge=0)] = 0.02
+
+
+class DataConfig(Section):
+    _prefix: ClassVar[str] = "data_"
+    source: Annotated[
+        str,
+        F(
+            "Prompt source: math (MATH, local path or hub), arithmetic (generated, offline), "
+            "an entry point, or a dotted path. Ignored when [environment] provider is set."
+        ),
+    ] = "math"
+
+
+class RewardConfig(Section):
+    _prefix: ClassVar[str] = "reward_"
+    type: Annotated[str, F("Reward: match, math, judge, custom, or a dotted path.")] = "match"
+    judge_model: Annotated[str, F("Judge model for type = judge (default gpt-4o-mini).")] = ""
+    custom_module: Annotated[str, F("Module of the custom reward (type = custom).")] = ""
+    custom_function: Annotated[str, F("Function of the custom reward: fn(response, reference).")] = "score"
+
+
+class ResumeConfig(Section):
+    _prefix: ClassVar[str] = "resume_"
+    from_: Annotated[
+        str, F("Log directory holding trainer_state.json to resume from.", flag="resume_from")
+    ] = msgspec.field(default="", name="from")
+
+
+TrainerName = str
+
+
+class TrainingConfig(Section):
+    trainer: Annotated[
+        TrainerName,
+        F("Runner: retrain (the RL loop), sft, optimizer_replay, command, ttt_discover, or a dotted path."),
+    ] = "retrain"
+    trainer_command: Annotated[
+        str, F("Shell template for trainer = command ({config_path}, {log_dir}, {adapter_path}, {model}).")
+    ] = ""
+    seed: Annotated[int, F("Random seed; -1 = unseeded.", ge=-1, le=4294967295)] = -1
+    max_steps: Annotated[int, F("RL steps to run.", gt=0)] = 500
+    batch_size: Annotated[int, F("Prompts per step.", gt=0)] = 8
+    group_size: Annotated[int, F("Completions sampled per prompt.", gt=0)] = 16
+    max_tokens: Annotated[int, F("Maximum new tokens per completion.", gt=0)] = 10240
+    temperature: Annotated[float, F("Sampling temperature (warning above 2).", ge=0)] = 0.7
+    top_p: Annotated[float, F("Nucleus sampling mass.", gt=0, le=1)] = 0.95
+    lr: Annotated[float, F("Learning rate.", gt=0)] = 4e-5
+    weight_decay: Annotated[float, F("AdamW weight decay.")] = 0.0
+    clip_eps: Annotated[float, F("PPO ratio clip epsilon; 0 = off.", ge=0)] = 0.0
+    clip_eps_high: Annotated[float, F("Asymmetric upper clip; needs clip_eps > 0. 0 = same as clip_eps.", ge=0)] = 0.0
+    clip_ratio_c: Annotated[float, F("Dual-clip lower bound for negative advantages; 0 = off.", ge=0)] = 0.0
+    policy_loss_mode: Annotated[
+        Literal["standard", "kl_cov", "clip_cov"],
+        F("Policy loss: standard, kl_cov, clip_cov (the last two need backend = local)."),
+    ] = "standard"
+    kl_cov_percent: Annotated[float, F("kl_cov: percent of tokens penalised.", ge=0, le=100)] = 0.2
+    kl_cov_coef: Annotated[float, F("kl_cov: penalty coefficient.", ge=0)] = 1.0
+    clip_cov_ratio: Annotated[float, F("clip_cov: fraction of tokens whose gradient is cut.", ge=0, le=1)] = 0.0002
+    clip_cov_min: Annotated[float, F("clip_cov: lower covariance bound (must be < clip_cov_max).")] = 1.0
+    clip_cov_max: Annotated[float, F("clip_cov: upper covariance bound.")] = 5.0
+    adv_clip_max: Annotated[float, F("Cap token advantages to +/- this value; 0 = off.", ge=0)] = 0.0
+    batch_advantage_norm: Annotated[
+        bool, F("REINFORCE++ whole-batch normalisation of non-zero token advantages.")
+    ] = False
+    max_examples: Annotated[int, F("Limit the data set to this many examples; 0 = all.", ge=0)] = 0
+    save_every: Annotated[int, F("Checkpoint every N steps; 0 disables periodic checkpoints.", ge=0)] = 20
+    tl_grpo: Annotated[bool, F("Turn-level GRPO with branching (multi-turn environments).")] = False
+    tl_grpo_branch_mode: Annotated[str, F("TL-GRPO branching: action_space or llm.")] = "action_space"
+    tl_grpo_branch_size: Annotated[int, F("TL-GRPO branches per turn (>= 2 when enabled).")] = 4
+    tl_grpo_lookahead_steps: Annotated[int, F("TL-GRPO lookahead turns.", ge=0)] = 2
+    tl_grpo_ema_decay: Annotated[float, F("TL-GRPO baseline EMA decay, in (0, 1) when enabled.")] = 0.9
+    tl_grpo_ema_init: Annotated[float, F("TL-GRPO baseline EMA initial value.")] = 0.5
+    sft_warmup_steps: Annotated[int, F("Supervised steps inside the RL trainer before RL.", ge=0)] = 0
+    sft_data_path: Annotated[
+        str, F("SFT JSONL (messages, prompt/completion, or text rows); required for trainer = sft.")
+    ] = ""
+    sft_data_sha256: Annotated[str, F("Optional sha256 pin of the SFT data (64 hex).")] = ""
+    sft_data_rows: Annotated[int, F("Row-count pin of the SFT data; 0 = unpinned.", ge=0)] = 0
+    sft_audit_path: Annotated[str, F("SFT audit file (set with sft_audit_sha256).")] = ""
+    sft_audit_sha256: Annotated[str, F("sha256 of the SFT audit file (64 hex).")] = ""
+    sft_token_audit_path: Annotated[str, F("SFT token audit file (set with sft_token_audit_sha256).")] = ""
+    sft_token_audit_sha256: Annotated[str, F("sha256 of the SFT token audit file (64 hex).")] = ""
+    sft_batch_size: Annotated[int, F("SFT batch size; 0 = batch_size.", ge=0)] = 0
+    sft_max_tokens: Annotated[
+        int, F("SFT sequence cap; 0 = max_tokens (standalone) or max_tokens + 512 (warmup).", ge=0)
+    ] = 0
+    sft_lr: Annotated[float, F("SFT learning rate; 0 = lr.", ge=0)] = 0.0
+    sft_loss_fn: Annotated[
+        Literal["auto", "importance_sampling", "cross_entropy"],
+        F("SFT loss: auto (cross_entropy for trainer = sft, importance_sampling for warmup)."),
+    ] = "auto"
+    sft_batch_order: Annotated[
+        Literal["shuffle", "length", "length_asc", "length_desc", "length_bucket"],
+        F("SFT batch order."),
+    ] = "shuffle"
+    sft_length_bucket_size: Annotated[int, F("Window of length_bucket ordering; 0 = full traversal.", ge=0)] = 0
+    sft_reshuffle_each_epoch: Annotated[bool, F("Derive each SFT epoch's order from (seed, epoch).")] = False
+
+
+class EchoConfig(Section):
+    _prefix: ClassVar[str] = "echo_"
+    enabled: Annotated[bool, F("Auxiliary supervised loss on environment tokens (ECHO).")] = False
+    weight: Annotated[float, F("ECHO loss weight.", ge=0, le=1)] = 0.05
+    loss_fn: Annotated[Literal["cross_entropy"], F("ECHO loss function.")] = "cross_entropy"
+    target_retention: Annotated[
+        Literal["bounded", "all"], F("bounded (caps apply) or all (needs entropy_floor = 0).")
+    ] = "bounded"
+    max_tokens_per_step: Annotated[int, F("ECHO token cap per step.", gt=0)] = 2048
+    max_token_ratio: Annotated[float, F("ECHO tokens per RL token cap.", gt=0)] = 0.5
+    entropy_floor: Annotated[float, F("Skip ECHO targets below this entropy.", ge=0)] = 0.01
+    min_prompt_overlap: Annotated[float, F("Minimum prompt overlap for ECHO rows.", ge=0, le=1)] = 0.5
+    require_live_observation_bridge: Annotated[
+        bool, F("Fail when the exact observation-token bridge is unavailable (needs enabled).")
+    ] = False
+
+
+class SepaConfig(Section):
+    _prefix: ClassVar[str] = "sepa_"
+    steps: Annotated[int, F("SEPA linear ramp length in steps.", ge=0)] = 500
+    schedule: Annotated[Literal["linear", "auto"], F("SEPA schedule: linear or auto.")] = "linear"
+    delay_steps: Annotated[int, F("Steps before the SEPA ramp starts.", ge=0)] = 50
+    correct_rate_gate: Annotated[
+        float, F("SEPA stays off until the running correct rate reaches this (sticky).", ge=0, le=1)
+    ] = 0.1
+
+
+class InferenceConfig(Section):
+    engine: Annotated[
+        str,
+        F("Sampling engine: pytorch, vllm, sglang, openai, max, trtllm, mlx.", flag="inference_engine"),
+    ] = "pytorch"
+    url: Annotated[str, F("Inference server URL (OpenAI-compatible engines).", flag="inference_url")] = ""
+    attention_kernel: Annotated[
+        Literal["default", "flash", "triton", "tk", "cutlass"], F("Attention kernel hint.")
+    ] = "default"
+    dtype: Annotated[
+        Literal["auto", "bf16", "fp8", "fp4"], F("Inference weight dtype.", flag="inference_dtype")
+    ] = "auto"
+    kv_cache_dtype: Annotated[Literal["auto", "bf16", "fp8", "int8"], F("KV-cache dtype.")] = "auto"
+    prefix_caching: Annotated[bool, F("Reuse the KV cache of shared prompt prefixes.")] = True
+
+
+class BackpressureConfig(Section):
+    _prefix: ClassVar[str] = "bp_"
+    enabled: Annotated[bool, F("Adaptive batch size from a USL fit + roofline.")] = False
+    warmup_steps: Annotated[int, F("Steps observed before acting.", ge=0)] = 10
+    ema_decay: Annotated[float, F("EMA decay of throughput observations.", ge=0, lt=1)] = 0.9
+    throttle_margin: Annotated[float, F("Utilisation above which the batch shrinks.", gt=0)] = 0.85
+    increase_margin: Annotated[float, F("Utilisation below which the batch grows.", ge=0)] = 0.5
+    min_batch_size: Annotated[int, F("Smallest batch size.", gt=0)] = 1
+    max_batch_size: Annotated[int, F("Largest batch size.", gt=0)] = 64
+    peak_gflops: Annotated[float, F("Device peak GFLOP/s for roofline hints; 0 = none.", ge=0)] = 0.0
+    peak_bw_gb_s: Annotated[float, F("Device peak memory bandwidth GB/s; 0 = none.", ge=0)] = 0.0
+
+
+class EnvironmentConfig(Section):
+    _prefix: ClassVar[str] = "environment_"
+    provider: Annotated[str, F("Environment provider: '' (none), verifiers, openenv, or an entry point.")] = ""
+    id: Annotated[str, F("Environment id (verifiers) or URL (openenv: http(s):// or ws(s)://).")] = ""
+    args: Annotated[
+        JsonTable, F("Environment arguments: a table, or a JSON object string.")
+    ] = msgspec.field(default_factory=dict)
+    max_turns: Annotated[int, F("Override the environment's max turns; -1 = no override.", ge=-1)] = -1
+    auto_install: Annotated[bool, F("Install a missing verifiers environment package.")] = False
+    rollout_env_workers: Annotated[int, F("Concurrent environment workers.", ge=1)] = 1
+    rollout_buffer_size: Annotated[int, F("Rollout buffer; 0 = group size.", ge=0)] = 0
+
+
+class LoggingConfig(Section):
+    log_dir: Annotated[str, F("Run output directory.")] = "logs/train"
+    wandb_project: Annotated[str, F("W&B project; non-empty enables W&B.")] = ""
+    wandb_run_name: Annotated[str, F("W&B run name; default basename(log_dir).")] = ""
+    wandb_entity: Annotated[str, F("W&B entity.")] = ""
+    wandb_group: Annotated[str, F("W&B group.")] = ""
+    wandb_tags: Annotated[str, F("W&B tags, comma-separated.")] = ""
+    checkpoint_artifacts: Annotated[
+        Literal["auto", "off", "wandb"],
+        F("Checkpoint upload: auto (when W&B is on), off, wandb (fail-closed)."),
+    ] = "auto"
+    log_generations: Annotated[bool, F("Write emergence/generations.jsonl.")] = True
+    generation_log_samples_per_prompt: Annotated[
+        int, F("Completions logged per prompt (highest reward first); 0 = all.", ge=0)
+    ] = 1
+    generation_top_surprisal_limit: Annotated[
+        int, F("Add the N most surprising tokens to each logged generation.", ge=0)
+    ] = 0
+    strategic_grams: Annotated[
+        str | list[str], F("Planning grams: a list, a JSON array string, or CSV; empty = built-in list.")
+    ] = ""
+
+
+class OptimizerBatchConfig(Section):
+    _prefix: ClassVar[str] = "optimizer_batch_"
+    capture: Annotated[bool, F("Capture the exact inputs of one optimizer step.")] = False
+    replay_path: Annotated[str, F("Captured batch to replay (trainer = optimizer_replay).")] = ""
+    expected_logical_sha256: Annotated[str, F("Pin of the captured logical batch (64 hex).")] = ""
+    expected_manifest_sha256: Annotated[str, F("Pin of the capture manifest (64 hex).")] = ""
+    allow_config_differences: Annotated[
+        list[str], F("Config differences tolerated on replay (v1: backend.options.gradient_checkpointing).")
+    ] = msgspec.field(default_factory=list)
+
+
+class PluginsConfig(Section):
+    _prefix: ClassVar[str] = "plugins_"
+    search_paths: Annotated[
+        list[str], F("Module prefixes tried before a plain dotted import (a list or comma string).")
+    ] = msgspec.field(default_factory=lambda: ["plugins"])
+    strict: Annotated[bool, F("Fail fast on plugin load or shape errors.")] = True
+
+
+class TrainConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A single run's configuration: one attribute per TOML section."""
+
+    algorithm: AlgorithmConfig = msgspec.field(default_factory=AlgorithmConfig)
+    backend: BackendConfig = msgspec.field(default_factory=BackendConfig)
+    model: ModelConfig = msgspec.field(default_factory=ModelConfig)
+    lora: LoraConfig = msgspec.field(default_factory=LoraConfig)
+    optimizer: OptimizerConfig = msgspec.field(default_factory=OptimizerConfig)
+    gtpo: GtpoConfig = msgspec.field(default_factory=GtpoConfig)
+    hicra: HicraConfig = msgspec.field(default_factory=HicraConfig)
+    planning: PlanningConfig = msgspec.field(default_factory=PlanningConfig)
+    data: DataConfig = msgspec.field(default_factory=DataConfig)
+    reward: RewardConfig = msgspec.field(default_factory=RewardConfig)
+    resume: ResumeConfig = msgspec.field(default_factory=ResumeConfig)
+    training: TrainingConfig = msgspec.field(default_factory=TrainingConfig)
+    echo: EchoConfig = msgspec.field(default_factory=EchoConfig)
+    sepa: SepaConfig = msgspec.field(default_factory=SepaConfig)
+    inference: InferenceConfig = msgspec.field(default_factory=InferenceConfig)
+    backpressure: BackpressureConfig = msgspec.field(default_factory=BackpressureConfig)
+    environment: EnvironmentConfig = msgspec.field(default_factory=EnvironmentConfig)
+    logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
+    optimizer_batch: OptimizerBatchConfig = msgspec.field(default_factory=OptimizerBatchConfig)
+    plugins: PluginsConfig = msgspec.field(default_factory=PluginsConfig)
+
+    @property
+    def lora_alpha(self) -> int:
+        """Effective LoRA alpha (0 in the file means 2 x rank)."""
+        return self.lora.alpha or 2 * self.model.lora_rank
+
+    @property
+    def is_rl(self) -> bool:
+        return self.training.trainer == "retrain"
+
+
+class CampaignCondition(msgspec.Struct, kw_only=True):
+    advantage_mode: str
+    transform_mode: str
+    overrides: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class CampaignConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """`[campaign]`: conditions x seeds over the file's base sections."""
+
+    seeds: Annotated[list[int], F("Seeds each condition runs with.")] = msgspec.field(
+        default_factory=lambda: [42, 101, 202, 303, 404, 505, 606, 707]
+    )
+    max_steps: Annotated[
+        int, F("Steps per run; 0 = the base [training] max_steps.", ge=0)
+    ] = 0
+    parallel: Annotated[bool, F("Run as parallel subprocesses.")] = False
+    max_workers: Annotated[int, F("Parallel workers; 0 = all runs at once.", ge=0)] = 0
+    stagger_seconds: Annotated[float, F("Pause between parallel launches.", ge=0)] = 0.0
+    summary_script: Annotated[str, F("Script run after the campaign (relative to the file).")] = ""
+    summary_args: Annotated[list[str], F("Arguments of the summary script.")] = msgspec.field(
+        default_factory=list
+    )
+    conditions: Annotated[
+        list[dict[str, Any]],
+        F("[[campaign.conditions]]: advantage_mode, transform_mode and any field overrides."),
+    ] = msgspec.field(default_factory=list)
+
+
+class SqueezeConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """`[squeeze]`: LoRA-Squeeze rank analysis and compression of a trained adapter."""
+
+    adapter_path: Annotated[str, F("Adapter to analyse (required for a standalone squeeze).")] = ""
+    source_rank: Annotated[int, F("Rank of the adapter; 0 = [model] lora_rank.", ge=0)] = 0
+    target_ranks: Annotated[list[int], F("Ranks to evaluate; empty = powers of two.")] = msgspec.field(
+        default_factory=list
+    )
+    min_variance_retention: Annotated[
+        float, F("Smallest mean variance retained by the recommended rank.", gt=0, le=1)
+    ] = 0.95
+    output_path: Annotated[str, F("Write the compressed adapter here; empty = analyse only.")] = ""
+    compress_to: Annotated[int, F("Target rank; 0 = the recommended rank.", ge=0)] = 0
+    device: Annotated[str, F("Device for the SVD.")] = "cpu"
+
+
+SECTIONS: dict[str, type[Section]] = {
+    name: info.type.cls  # type: ignore[attr-defined]
+    for name, info in ((f.encode_name, f) for f in msgspec.inspect.type_info(TrainConfig).fields)  # type: ignore[attr-defined]
+}
+
+#: Older key names still accepted in a file: (section, old key) -> new key.
+KEY_ALIASES: dict[tuple[str, str], str] = {("algorithm", "entropy_mask_rho"): "surprisal_mask_rho"}
+
+#: Top-level tables that select another config kind rather than a TrainConfig section.
+KIND_TABLES = ("campaign", "squeeze")

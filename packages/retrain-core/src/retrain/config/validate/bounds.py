@@ -1,0 +1,128 @@
+"""Bounds: each field's own range (from the schema) and the rules that tie fields together."""
+
+from __future__ import annotations
+
+import re
+
+from retrain.config.errors import ConfigIssue
+from retrain.config.fields import all_fields, by_flat, get_value
+from retrain.config.schema import TrainConfig
+
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+OPTIMIZER_BATCH_ALLOWED_DIFFERENCES = ("backend.options.gradient_checkpointing",)
+
+
+def lab(flat: str) -> str:
+    return by_flat()[flat].label
+
+
+def check_bounds(c: TrainConfig) -> list[ConfigIssue]:
+    issues: list[ConfigIssue] = []
+
+    def err(flat: str, message: str, hint: str = "") -> None:
+        issues.append(ConfigIssue(message, key=lab(flat), hint=hint))
+
+    for spec in all_fields():
+        value = get_value(c, spec)
+        problem = spec.check_bounds(value)
+        if problem:
+            default = spec.default
+            hint = f"{spec.key} = {default!r}" if spec.check_bounds(default) is None else ""
+            issues.append(ConfigIssue(f"{value!r} {problem}", key=spec.label, hint=hint))
+
+    t, e = c.training, c.echo
+    if t.clip_eps_high > 0 and t.clip_eps <= 0:
+        err("clip_eps_high", "needs clip_eps > 0", "clip_eps = 0.2")
+    if t.policy_loss_mode != "standard" and c.backend.backend not in ("local", "unsloth"):
+        err("policy_loss_mode", f"{t.policy_loss_mode!r} needs backend = local or unsloth "
+            f"(got {c.backend.backend!r})", 'policy_loss_mode = "standard"')
+    if t.clip_cov_min >= t.clip_cov_max:
+        err("clip_cov_min", f"{t.clip_cov_min} must be < clip_cov_max ({t.clip_cov_max})")
+    for flat in ("sft_data_sha256", "sft_audit_sha256", "sft_token_audit_sha256",
+                 "optimizer_batch_expected_logical_sha256", "optimizer_batch_expected_manifest_sha256"):
+        value = get_value(c, by_flat()[flat]).strip().lower()
+        if value and not _HEX64.match(value):
+            err(flat, f"{value!r} is not a sha256 (64 hex characters)")
+    for path_flat, sha_flat in (("sft_audit_path", "sft_audit_sha256"),
+                                ("sft_token_audit_path", "sft_token_audit_sha256")):
+        path, sha = get_value(c, by_flat()[path_flat]), get_value(c, by_flat()[sha_flat])
+        if bool(path) != bool(sha):
+            err(path_flat, f"{path_flat} and {sha_flat} must be set together")
+        if path and not t.sft_data_path:
+            err(path_flat, "needs sft_data_path")
+    if t.sft_token_audit_path:
+        if not (c.model.revision and c.model.local_files_only):
+            err("sft_token_audit_path", "needs [model] revision and local_files_only = true")
+    if t.trainer == "sft" and not t.sft_data_path:
+        err("sft_data_path", "trainer = sft needs an SFT data file", 'sft_data_path = "data/sft.jsonl"')
+    if t.trainer == "command" and not t.trainer_command.strip():
+        err("trainer_command", "trainer = command needs a command template")
+    if e.enabled and e.weight <= 0:
+        err("echo_weight", "ECHO is enabled but its weight is 0", "weight = 0.05")
+    if e.require_live_observation_bridge and not e.enabled:
+        err("echo_require_live_observation_bridge", "needs [echo] enabled = true")
+    if e.target_retention == "all" and e.entropy_floor != 0.0:
+        err("echo_target_retention", "'all' needs [echo] entropy_floor = 0.0")
+    lg = c.logging
+    if lg.checkpoint_artifacts == "wandb":
+        if not lg.wandb_project:
+            err("checkpoint_artifacts", "'wandb' needs [logging] wandb_project")
+        if t.save_every <= 0:
+            err("checkpoint_artifacts", "'wandb' needs [training] save_every > 0")
+    if t.tl_grpo:
+        if t.tl_grpo_branch_mode not in ("action_space", "llm"):
+            err("tl_grpo_branch_mode", f"{t.tl_grpo_branch_mode!r} must be action_space or llm")
+        if not 0 < t.tl_grpo_ema_decay < 1:
+            err("tl_grpo_ema_decay", f"{t.tl_grpo_ema_decay} must be in (0, 1) when tl_grpo is on")
+        if t.tl_grpo_branch_size < 2:
+            err("tl_grpo_branch_size", f"{t.tl_grpo_branch_size} must be >= 2 when tl_grpo is on")
+    bp = c.backpressure
+    if bp.min_batch_size > bp.max_batch_size:
+        err("bp_min_batch_size", f"{bp.min_batch_size} must be <= max_batch_size ({bp.max_batch_size})")
+    issues += _optimizer_batch(c)
+    return issues
+
+
+def _optimizer_batch(c: TrainConfig) -> list[ConfigIssue]:
+    ob, t = c.optimizer_batch, c.training
+    issues: list[ConfigIssue] = []
+
+    def err(flat: str, message: str) -> None:
+        issues.append(ConfigIssue(message, key=lab(flat)))
+
+    replay = t.trainer == "optimizer_replay"
+    if replay:
+        for flat in ("optimizer_batch_replay_path", "optimizer_batch_expected_logical_sha256",
+                     "optimizer_batch_expected_manifest_sha256"):
+            if not get_value(c, by_flat()[flat]):
+                err(flat, "trainer = optimizer_replay needs it")
+    elif ob.replay_path:
+        err("optimizer_batch_replay_path", "only used with trainer = optimizer_replay")
+    if ob.capture and replay:
+        err("optimizer_batch_capture", "capture and replay are mutually exclusive")
+    if ob.capture and t.trainer != "retrain":
+        err("optimizer_batch_capture", "capture needs trainer = retrain")
+    seen: set[str] = set()
+    for item in ob.allow_config_differences:
+        if item in seen:
+            err("optimizer_batch_allow_config_differences", f"duplicate entry {item!r}")
+        seen.add(item)
+        if item not in OPTIMIZER_BATCH_ALLOWED_DIFFERENCES:
+            err("optimizer_batch_allow_config_differences",
+                f"{item!r} is not allowed (allowed: {', '.join(OPTIMIZER_BATCH_ALLOWED_DIFFERENCES)})")
+    if ob.capture or replay:
+        checks = [
+            (c.backend.backend == "local", "backend", "needs backend = local"),
+            (c.inference.engine == "pytorch", "inference_engine", "needs engine = pytorch"),
+            (len([d for d in c.backend.devices.split(",") if d.strip()]) == 1, "devices",
+             "needs exactly one device"),
+            (t.max_steps == 1, "max_steps", "needs max_steps = 1"),
+            (t.save_every == 0, "save_every", "needs save_every = 0"),
+            (t.sft_warmup_steps == 0, "sft_warmup_steps", "needs sft_warmup_steps = 0"),
+            (not c.backpressure.enabled, "bp_enabled", "needs backpressure disabled"),
+            (bool(c.resume.from_), "resume_from", "needs [resume] from (the initial adapter)"),
+        ]
+        for ok, flat, message in checks:
+            if not ok:
+                err(flat, f"optimizer-batch capture/replay {message}")
+    return issues

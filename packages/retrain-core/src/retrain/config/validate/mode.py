@@ -1,0 +1,105 @@
+"""Modes: algorithm selectors are built-in names, registered entry points, or dotted paths;
+the uncertainty kind is canonicalised and reconciled with per-transform overrides."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from retrain.config.errors import ConfigIssue, did_you_mean
+from retrain.config.schema import TrainConfig
+from retrain.plugins.resolve import is_dotted
+from retrain.registry import builtin
+from retrain.registry.entry_points import names as entry_point_names
+
+_SELECTOR_KEYS = ("uncertainty_kind", "uncertainty_metric", "token_uncertainty")
+
+
+def check_selector(value: str, builtins: Sequence[str], group: str | None, key: str,
+                   what: str) -> ConfigIssue | None:
+    """None when `value` names a built-in, an entry point of `group`, or a dotted path."""
+    if value in builtins or is_dotted(value):
+        return None
+    registered = entry_point_names(group) if group else ()
+    if value in registered:
+        return None
+    known = [*builtins, *registered]
+    hint = did_you_mean(value, known) or f"one of: {', '.join(known)}; or a dotted path pkg.module.attr"
+    return ConfigIssue(f"unknown {what} {value!r}", key=key, hint=hint)
+
+
+def canonical_uncertainty(value: str) -> str | None:
+    """The canonical kind, the value itself for a dotted path, or None when unknown."""
+    canon = builtin.canonical_uncertainty(value)
+    if canon is not None:
+        return canon
+    return value.strip() if is_dotted(value.strip()) else None
+
+
+def check_modes(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
+    issues: list[ConfigIssue] = []
+    a = c.algorithm
+    groups = builtin.ENTRY_POINT_GROUPS
+    if a.algorithm_mode:
+        if problem := check_selector(a.algorithm_mode, builtin.ALGORITHM_MODES, None,
+                                     "[algorithm] algorithm_mode", "algorithm_mode"):
+            issues.append(problem)
+    for value, names, group, key in (
+        (a.advantage_mode, builtin.ADVANTAGE_MODES, groups["advantage_mode"], "advantage_mode"),
+        (a.transform_mode, builtin.TRANSFORM_MODES, groups["transform_mode"], "transform_mode"),
+    ):
+        if problem := check_selector(value, names, group, f"[algorithm] {key}", key):
+            issues.append(problem)
+
+    kind = canonical_uncertainty(a.uncertainty_kind)
+    if kind is None:
+        issues.append(ConfigIssue(
+            f"unknown uncertainty kind {a.uncertainty_kind!r}", key="[algorithm] uncertainty_kind",
+            hint=did_you_mean(a.uncertainty_kind.lower(), builtin.UNCERTAINTY_ALIASES)
+            or f"one of: {', '.join(builtin.UNCERTAINTY_KINDS)}"))
+        return c, issues
+
+    transform_params = dict(a.transform_params)
+    algorithm_params = dict(a.params)
+    nested = algorithm_params.get("transform_params")
+    if nested is not None and not isinstance(nested, dict):
+        issues.append(ConfigIssue("must be a table", key="[algorithm.params] transform_params"))
+        nested = None
+    holders: list[tuple[str, dict[str, Any]]] = [("[algorithm.transform_params]", transform_params)]
+    if a.algorithm_mode:
+        holders.append(("[algorithm.params]", algorithm_params))
+    if isinstance(nested, dict):
+        nested = dict(nested)
+        algorithm_params["transform_params"] = nested
+        holders.append(("[algorithm.params.transform_params]", nested))
+
+    override: tuple[str, str] | None = None
+    for where, table in holders:
+        for sel in _SELECTOR_KEYS:
+            if sel not in table:
+                continue
+            raw = table[sel]
+            canon = canonical_uncertainty(raw) if isinstance(raw, str) else None
+            if canon is None:
+                issues.append(ConfigIssue(f"unknown uncertainty kind {raw!r}", key=f"{where} {sel}",
+                                          hint=f"one of: {', '.join(builtin.UNCERTAINTY_KINDS)}"))
+                continue
+            table[sel] = canon
+            if override is not None and override[1] != canon:
+                issues.append(ConfigIssue(
+                    f"conflicting uncertainty kinds: {override[0]} says {override[1]!r}, "
+                    f"{where} {sel} says {canon!r}", key=f"{where} {sel}"))
+            override = override or (f"{where} {sel}", canon)
+    if override is not None and override[1] != kind:
+        if kind == "surprisal" and a.uncertainty_kind.strip().lower() == "surprisal":
+            kind = override[1]
+        else:
+            issues.append(ConfigIssue(
+                f"conflicting uncertainty kinds: [algorithm] uncertainty_kind = {kind!r} but "
+                f"{override[0]} = {override[1]!r}", key="[algorithm] uncertainty_kind",
+                hint="set it in one place"))
+    algorithm = msgspec.structs.replace(a, uncertainty_kind=kind, transform_params=transform_params,
+                                        params=algorithm_params)
+    return msgspec.structs.replace(c, algorithm=algorithm), issues

@@ -1,0 +1,25 @@
+"""Warnings: legal settings that are probably not what the user meant."""
+
+from __future__ import annotations
+
+from retrain.config.errors import ConfigIssue
+from retrain.config.schema import TrainConfig
+
+
+def collect_warnings(c: TrainConfig) -> list[ConfigIssue]:
+    out: list[ConfigIssue] = []
+    b, t = c.backend, c.training
+    if b.adapter_path.startswith("/tmp") and b.adapter_path != "/tmp/retrain_adapter":
+        out.append(ConfigIssue("adapters under /tmp may be lost on reboot", key="[backend] adapter_path"))
+    if t.temperature > 2.0:
+        out.append(ConfigIssue(f"{t.temperature} is unusually high for sampling", key="[training] temperature"))
+    if t.save_every == 0:
+        msg = "0 disables periodic checkpoints; only the final adapter is saved"
+        if c.logging.wandb_project and c.logging.checkpoint_artifacts != "off":
+            msg += " (and no checkpoint artifacts are uploaded until the end)"
+        out.append(ConfigIssue(msg, key="[training] save_every"))
+    if t.weight_decay < 0:
+        out.append(ConfigIssue(f"{t.weight_decay} is negative", key="[training] weight_decay"))
+    if t.clip_eps > 0 and b.backend not in ("local", "unsloth", "tinker"):
+        out.append(ConfigIssue(f"backend {b.backend!r} may ignore PPO clipping", key="[training] clip_eps"))
+    return out

@@ -1,0 +1,82 @@
+"""Built-in names of every pluggable kind, and the entry-point group each kind reads.
+
+These are names only (no implementation imports), so that config validation, `explain` and
+`retrain plugins` can run on a machine without torch. A name that is not built in may come
+from an installed package's entry point in the kind's group, or be a dotted path.
+"""
+
+from __future__ import annotations
+
+#: kind -> entry-point group (DESIGN.md)
+ENTRY_POINT_GROUPS: dict[str, str] = {
+    "backend": "retrain.backends",
+    "environment": "retrain.environments",
+    "reward": "retrain.rewards",
+    "data_source": "retrain.data",
+    "advantage_mode": "retrain.advantages",
+    "transform_mode": "retrain.transforms",
+    "planning_detector": "retrain.planning",
+}
+
+ADVANTAGE_MODES = ("grpo", "maxrl", "reinforce_pp")
+TRANSFORM_MODES = (
+    "none",
+    "gtpo",
+    "entropy_mask",
+    "gtpo_hicra",
+    "gtpo_sepa",
+    "gtpo_sepa_amp",
+    "gtpo_sepa_amp_c",
+    "delight",
+    "delight_sepa",
+    "hard_delight",
+)
+ALGORITHM_MODES = (
+    "grpo_none",
+    "maxrl_none",
+    "maxrl_gtpo",
+    "maxrl_gtpo_hicra",
+    "maxrl_gtpo_sepa",
+    "reinforce_pp_none",
+    "reinforce_pp_gtpo",
+    "reinforce_pp_gtpo_sepa",
+    "reinforce_pp_delight",
+    "reinforce_pp_delight_sepa",
+    "discover_entropic",
+    "ttt_discover_entropic",
+)
+REWARDS = ("match", "math", "judge", "custom")
+PLANNING_DETECTORS = ("regex", "semantic")
+DATA_SOURCES = ("math", "arithmetic")
+TRAINERS = ("retrain", "sft", "optimizer_replay", "command", "ttt_discover")
+INFERENCE_ENGINES = ("pytorch", "max", "vllm", "sglang", "trtllm", "mlx", "openai")
+ENVIRONMENT_PROVIDERS = ("verifiers", "openenv")
+BACKPRESSURE = ("noop", "usl")
+
+#: Canonical uncertainty kinds and the aliases accepted for them (case-insensitive).
+UNCERTAINTY_ALIASES: dict[str, str] = {
+    "surprisal": "surprisal",
+    "token_surprisal": "surprisal",
+    "neg_logprob": "surprisal",
+    "negative_logprob": "surprisal",
+    "nll": "surprisal",
+    "shannon": "shannon_entropy",
+    "entropy": "shannon_entropy",
+    "token_entropy": "shannon_entropy",
+    "shannon_entropy": "shannon_entropy",
+    "predictive_variance": "predictive_variance",
+    "pred_var": "predictive_variance",
+    "bernoulli_variance": "predictive_variance",
+}
+UNCERTAINTY_KINDS = ("surprisal", "predictive_variance", "shannon_entropy")
+
+#: Transforms and algorithm modes whose token advantages vary within a completion.
+TOKEN_VARYING_TRANSFORMS = ("gtpo", "entropy_mask", "gtpo_hicra", "gtpo_sepa", "gtpo_sepa_amp",
+                            "gtpo_sepa_amp_c")
+TOKEN_VARYING_ALGORITHMS = ("maxrl_gtpo", "maxrl_gtpo_hicra", "maxrl_gtpo_sepa", "reinforce_pp_gtpo",
+                            "reinforce_pp_gtpo_sepa")
+
+
+def canonical_uncertainty(value: str) -> str | None:
+    """Canonical built-in uncertainty kind for `value`, or None when it is not one."""
+    return UNCERTAINTY_ALIASES.get(value.strip().lower())
