@@ -158,7 +158,8 @@ def load_config(
     config, errors, warnings = validate(config, import_plugins=import_plugins and clean)
     issues += errors
     if issues:
-        raise ConfigError(locate(issues, source, overrides))
+        located = locate(issues, source, overrides)
+        raise ConfigError(sorted(located, key=lambda i: (i.line is None, i.line or 0)))
     return LoadedConfig(config, source, locate(warnings, source, overrides), overrides)
 
 

@@ -1,0 +1,1 @@
+"""Kernels: selected-token logprobs and fused LoRA (Triton with exact torch fallbacks)."""

@@ -1,0 +1,11 @@
+"""Factory of the unsloth backend."""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+from retrain.backends.errors import BackendNotAvailable
+
+
+def create_backend(config: object) -> NoReturn:
+    raise BackendNotAvailable("retrain-backends-unsloth", "the unsloth backend")

@@ -1,0 +1,10 @@
+"""Entry point of retrain-backends-unsloth in the `retrain.backends` group (imports no torch)."""
+
+from retrain.backends.catalog import builtin_definition
+
+BACKEND = builtin_definition(
+    "unsloth",
+    factory="retrain.backends.unsloth.create:create_backend",
+    available=False,
+    note="retrain-backends-unsloth ships its metadata only; the unsloth backend is not available in this version",
+)

@@ -1,0 +1,155 @@
+"""The `retrain` command.
+
+`retrain [CONFIG] [--flag value ...]` runs a config (./retrain.toml by default); every other
+verb is a subcommand. Command modules are imported only when their verb runs, so `--help`
+and the non-training commands never import torch (a test asserts it) and start fast.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import click
+import typer
+from typer.core import TyperGroup
+
+from retrain.commands.errors import guarded
+
+RUN_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+
+
+class DefaultRunGroup(TyperGroup):
+    """Routes anything that is not a known verb (a path, a --flag) to the hidden `run` verb."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for name in self.commands if name != "run"]
+
+
+app = typer.Typer(
+    cls=DefaultRunGroup,
+    name="retrain",
+    help=(
+        "TOML-first RLVR trainer. `retrain [CONFIG.toml] [--flag value ...]` trains "
+        "(./retrain.toml when no file is given); the commands below inspect, explain and "
+        "scaffold. Every config key is also a flag: see `retrain man --topic options`."
+    ),
+    add_completion=False,
+    no_args_is_help=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from retrain.commands.version import versions_text
+
+        typer.echo(versions_text())
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Show the installed retrain distributions.")] = False,
+) -> None:
+    from retrain.config.env import load_dotenv
+
+    load_dotenv()
+
+
+@app.command("run", context_settings=RUN_CONTEXT, hidden=True)
+def run_cmd(ctx: typer.Context) -> None:
+    """Run CONFIG (single run, campaign or squeeze, detected from its tables)."""
+    from retrain.commands.run import run as run_config
+
+    guarded(run_config, list(ctx.args))
+
+
+@app.command("explain", context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+             options_metavar="[CONFIG] [--flag value ...] [--json]")
+def explain_cmd(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Dry run of CONFIG (default ./retrain.toml) with any override flags: the resolved
+    condition, sizes, backend capabilities and warnings. Trains nothing, imports no torch."""
+    from retrain.commands.explain.run import run
+
+    guarded(run, list(ctx.args), as_json)
+
+
+@app.command("init")
+def init_cmd(
+    template: Annotated[str, typer.Option("--template", "-t", help="Template name.")] = "default",
+    list_: Annotated[bool, typer.Option("--list", "-l", help="List the templates.")] = False,
+    output: Annotated[str | None, typer.Option("--output", "-o", help="File to write (default per template).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+) -> None:
+    """Write a starter config from a template."""
+    from retrain.commands.init.run import run
+
+    guarded(run, template, list_, output, force)
+
+
+@app.command("backends")
+def backends_cmd(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
+    """List training backends: built-in and registered, installed or not, with capabilities and options."""
+    from retrain.commands.backends.run import run
+
+    guarded(run, as_json)
+
+
+@app.command("doctor")
+def doctor_cmd(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
+    """Which optional packages, devices and versions are present (never imports torch)."""
+    from retrain.commands.doctor.run import run
+
+    guarded(run, as_json)
+
+
+@app.command("man")
+def man_cmd(
+    topic: Annotated[str | None, typer.Option("--topic", "-t", help="Show one topic.")] = None,
+    list_topics: Annotated[bool, typer.Option("--list-topics", help="List topic names.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    path: Annotated[bool, typer.Option("--path", help="Print the folder holding the topic files.")] = False,
+    positional: Annotated[str | None, typer.Argument(help="Topic (same as --topic).")] = None,
+) -> None:
+    """The manual: topics shipped with retrain (quickstart, configuration, options, ...)."""
+    from retrain.commands.manual.run import run
+
+    guarded(run, topic or positional, list_topics, as_json, path)
+
+
+@app.command("migrate-config")
+def migrate_cmd(
+    config: Annotated[str | None, typer.Argument(help="Config file to migrate.")] = None,
+    check: Annotated[bool, typer.Option("--check", help="Exit 1 when a migration is needed.")] = False,
+    write: Annotated[bool, typer.Option("--write", help="Rewrite the file in place.")] = False,
+    output: Annotated[str | None, typer.Option("--output", "-o", help="Write the result here.")] = None,
+    backup: Annotated[bool, typer.Option("--backup", help="With --write: keep CONFIG.bak.")] = False,
+    stdin: Annotated[bool, typer.Option("--stdin", help="Read the config from standard input.")] = False,
+    stdout: Annotated[bool, typer.Option("--stdout", help="Print the migrated TOML.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable report.")] = False,
+) -> None:
+    """Move legacy keys to their current place (preview by default)."""
+    from retrain.commands.migrate.run import run
+
+    guarded(run, config, check=check, write=write, output=output, backup=backup, stdin=stdin,
+            stdout=stdout, as_json=as_json)
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Console-script entry point."""
+    return app(args=argv, prog_name="retrain")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""Machine probes for `doctor`; none imports torch or any optional package."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from retrain.registry.health import distribution_version, module_available
+
+#: (import name, distribution, what it enables, install hint)
+OPTIONAL_PACKAGES: tuple[tuple[str, str, str, str], ...] = (
+    ("torch", "torch", "local and unsloth backends", "pip install retrain-backends-local"),
+    ("transformers", "transformers", "local backend models", "pip install retrain-backends-local"),
+    ("peft", "peft", "LoRA adapters", "pip install retrain-backends-local"),
+    ("triton", "triton", "Triton kernels (CUDA)", "pip install retrain-kernels"),
+    ("tinker", "tinker", "tinker backend", "pip install retrain-backends-tinker"),
+    ("unsloth", "unsloth", "unsloth backend (CUDA)", "pip install retrain-backends-unsloth"),
+    ("verifiers", "verifiers", "verifiers environments, judge reward", "pip install retrain-envs"),
+    ("websockets", "websockets", "OpenEnv environments", "pip install retrain-envs"),
+    ("math_verify", "math-verify", "reward type 'math'", "pip install math-verify"),
+    ("sentence_transformers", "sentence-transformers", "semantic planning detector",
+     "pip install sentence-transformers"),
+    ("liger_kernel", "liger-kernel", "Liger fused linear cross-entropy (CUDA)", "pip install liger-kernel"),
+    ("prometheus_client", "prometheus-client", "`retrain status serve` exporter", "pip install retrain-cli"),
+    ("wandb", "wandb", "W&B logging", "pip install wandb"),
+    ("matplotlib", "matplotlib", "status/diff --plot", "pip install matplotlib"),
+)
+
+
+def packages() -> list[dict[str, Any]]:
+    out = []
+    for module, dist, purpose, hint in OPTIONAL_PACKAGES:
+        ok = module_available(module)
+        out.append({"module": module, "distribution": dist, "available": ok,
+                    "version": distribution_version(dist) if ok else None, "purpose": purpose, "hint": hint})
+    return out
+
+
+def cuda_devices() -> dict[str, Any]:
+    """GPU presence from the driver's files or nvidia-smi, not from torch."""
+    gpus = sorted(p.name for p in Path("/proc/driver/nvidia/gpus").glob("*")) if Path("/proc/driver/nvidia/gpus").is_dir() else []
+    names: list[str] = []
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            res = subprocess.run([smi, "--query-gpu=name,memory.total", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=5, check=False)
+            names = [line.strip() for line in res.stdout.splitlines() if line.strip()]
+        except (OSError, subprocess.SubprocessError):
+            names = []
+    count = max(len(gpus), len(names))
+    return {"count": count, "names": names, "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+
+
+def machine() -> dict[str, Any]:
+    mem_gib = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    mem_gib = round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "memory_gib": mem_gib,
+    }

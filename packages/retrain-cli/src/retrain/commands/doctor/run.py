@@ -1,0 +1,49 @@
+"""`retrain doctor [--json]`: what is installed and usable on this machine. Always exit 0."""
+
+from __future__ import annotations
+
+import json
+
+from retrain.backends.catalog import all_entries
+from retrain.commands.doctor.probe import cuda_devices, machine, packages
+from retrain.commands.version import installed_versions
+
+
+def report() -> dict[str, object]:
+    return {
+        "machine": machine(),
+        "cuda": cuda_devices(),
+        "retrain": installed_versions(),
+        "backends": [{"name": e.name, "status": e.status, "distribution": e.definition.distribution,
+                      "hint": e.definition.hint} for e in all_entries()],
+        "packages": packages(),
+    }
+
+
+def run(as_json: bool) -> None:
+    r = report()
+    if as_json:
+        print(json.dumps(r, indent=2))
+        return
+    m, cuda = r["machine"], r["cuda"]
+    assert isinstance(m, dict) and isinstance(cuda, dict)
+    lines = [f"Python {m['python']} on {m['platform']} — {m['cpu_count']} CPUs, {m['memory_gib']} GiB"]
+    if cuda["count"]:
+        lines.append(f"CUDA devices: {cuda['count']}" + (f" ({'; '.join(cuda['names'])})" if cuda["names"] else ""))
+    else:
+        lines.append("CUDA devices: none found (training runs on the CPU: devices = \"cpu\")")
+    lines += ["", "retrain distributions:"]
+    versions = r["retrain"]
+    assert isinstance(versions, dict)
+    lines += [f"  {name:<26} {v or 'not installed'}" for name, v in versions.items()]
+    lines += ["", "Backends:"]
+    for b in r["backends"]:  # type: ignore[attr-defined]
+        lines.append(f"  {b['name']:<9} {b['status']}" + ("" if b["status"] == "available" else f" — {b['hint']}"))
+    lines += ["", "Optional packages:"]
+    missing = 0
+    for p in r["packages"]:  # type: ignore[attr-defined]
+        state = f"OK {p['version'] or ''}".rstrip() if p["available"] else "MISSING"
+        missing += not p["available"]
+        lines.append(f"  {p['module']:<22} {state:<16} {p['purpose']}" + ("" if p["available"] else f"  ({p['hint']})"))
+    lines += ["", "All optional packages are installed." if not missing else f"{missing} optional packages are missing."]
+    print("\n".join(lines))

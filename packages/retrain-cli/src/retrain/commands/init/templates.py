@@ -1,0 +1,33 @@
+"""Starter configs shipped as TOML files beside this module."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+FOLDER = Path(__file__).with_name("templates")
+
+
+@dataclass(frozen=True)
+class Template:
+    name: str
+    filename: str  # default output file
+    summary: str
+
+    @property
+    def path(self) -> Path:
+        return FOLDER / f"{self.name}.toml"
+
+    def text(self) -> str:
+        return self.path.read_text(encoding="utf-8")
+
+
+TEMPLATES: dict[str, Template] = {
+    t.name: t
+    for t in (
+        Template("default", "retrain.toml", "local backend, MaxRL + GTPO/SEPA, 100 steps"),
+        Template("quickstart", "retrain.toml", "GRPO without transforms, 20 small steps"),
+        Template("experiment", "retrain.toml", "seeded 500-step MaxRL + SEPA run with checkpoints"),
+        Template("campaign", "campaign.toml", "two conditions x four seeds"),
+    )
+}

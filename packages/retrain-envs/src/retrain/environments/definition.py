@@ -1,0 +1,24 @@
+"""Entry points of retrain-envs in the `retrain.environments` group."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EnvironmentDefinition:
+    name: str
+    factory: str  # module:attr of (TrainConfig) -> environment, imported when a run starts
+    distribution: str
+    available: bool = True
+    note: str = ""
+
+
+VERIFIERS = EnvironmentDefinition(
+    "verifiers", "retrain.environments.verifiers:create_environment", "retrain-envs", available=False,
+    note="retrain-envs ships its metadata only; verifiers environments are not available in this version",
+)
+OPENENV = EnvironmentDefinition(
+    "openenv", "retrain.environments.openenv.load:create_environment", "retrain-envs", available=False,
+    note="retrain-envs ships its metadata only; OpenEnv environments are not available in this version",
+)
