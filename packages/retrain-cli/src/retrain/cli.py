@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -21,12 +20,12 @@ RUN_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "help_o
 class DefaultRunGroup(TyperGroup):
     """Routes anything that is not a known verb (a path, a --flag) to the hidden `run` verb."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
         if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):
             args = ["run", *args]
         return super().parse_args(ctx, args)
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    def list_commands(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
         return [name for name in self.commands if name != "run"]
 
 

@@ -17,7 +17,15 @@ from typing import Any
 
 from retrain.config.env import env_fallbacks
 from retrain.config.errors import ConfigError, ConfigIssue, did_you_mean
-from retrain.config.fields import CoerceError, FieldSpec, by_flat, by_section, coerce, flat_dict, with_values
+from retrain.config.fields import (
+    CoerceError,
+    FieldSpec,
+    by_flat,
+    by_section,
+    coerce,
+    flat_dict,
+    with_values,
+)
 from retrain.config.migrate import LEGACY_BACKEND_KEYS, legacy_rewrite_hint
 from retrain.config.override import Overrides, parse_overrides
 from retrain.config.schema import KEY_ALIASES, KIND_TABLES, SECTIONS, TrainConfig
@@ -73,7 +81,7 @@ def tables_to_config(data: Mapping[str, Any], source: TomlSource | None = None,
                     hint="run `retrain migrate-config --write FILE`, or use:\n" + legacy_rewrite_hint(table)))
                 table = {k: v for k, v in table.items() if k not in LEGACY_BACKEND_KEYS}
         for key, raw in table.items():
-            canonical = KEY_ALIASES.get((top, key), key)
+            canonical = KEY_ALIASES.get((top, str(key)), str(key))
             spec = sections[top].get(canonical)
             label = f"[{top}] {key}"
             if spec is None:

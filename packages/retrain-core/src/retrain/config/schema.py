@@ -28,7 +28,9 @@ def F(
 ) -> Meta:
     """Field metadata: meaning, bounds, and the reference's flat name when it is irregular."""
     extra = {"flag": flag} if flag else None
-    return Meta(description=description, ge=ge, gt=gt, le=le, lt=lt, extra=extra)
+    bounds = {k: v for k, v in (("ge", ge), ("gt", gt), ("le", le), ("lt", lt)) if v is not None}
+    meta: Meta = Meta(description=description, extra=extra, **bounds)  # type: ignore[call-overload]
+    return meta
 
 
 JsonTable = dict[str, Any]
@@ -444,10 +446,18 @@ class SqueezeConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     device: Annotated[str, F("Device for the SVD.")] = "cpu"
 
 
-SECTIONS: dict[str, type[Section]] = {
-    name: info.type.cls  # type: ignore[attr-defined]
-    for name, info in ((f.encode_name, f) for f in msgspec.inspect.type_info(TrainConfig).fields)  # type: ignore[attr-defined]
-}
+def _sections() -> dict[str, type[Section]]:
+    info = msgspec.inspect.type_info(TrainConfig)
+    assert isinstance(info, msgspec.inspect.StructType)
+    out: dict[str, type[Section]] = {}
+    for f in info.fields:
+        assert isinstance(f.type, msgspec.inspect.StructType) and issubclass(f.type.cls, Section)
+        out[f.encode_name] = f.type.cls
+    return out
+
+
+#: TOML section name -> its Struct, in schema order.
+SECTIONS: dict[str, type[Section]] = _sections()
 
 #: Older key names still accepted in a file: (section, old key) -> new key.
 KEY_ALIASES: dict[tuple[str, str], str] = {("algorithm", "entropy_mask_rho"): "surprisal_mask_rho"}
