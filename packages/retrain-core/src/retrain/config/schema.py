@@ -169,6 +169,13 @@ class DataConfig(Section):
             "an entry point, or a dotted path. Ignored when [environment] provider is set."
         ),
     ] = "math"
+    path: Annotated[
+        str, F("Local copy of the data (JSONL with problem/solution or prompt/reference rows); "
+               "for math, used instead of the hub.")
+    ] = ""
+    difficulty: Annotated[
+        int, F("arithmetic: digits per operand (1 = single-digit addition, 100 problems).", ge=1, le=6)
+    ] = 1
 
 
 class RewardConfig(Section):
