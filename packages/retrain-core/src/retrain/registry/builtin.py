@@ -109,7 +109,7 @@ TARGETS: dict[str, dict[str, str]] = {
     "reward": {
         "match": "retrain.rewards.boxed:MatchReward",
         "strict": "retrain.rewards.boxed:StrictMatchReward",
-        "math": "retrain.rewards.math:MathReward",
+        "math": "retrain.rewards.verifiers:MathReward",
         "custom": "retrain.rewards.custom:CustomReward",
         "judge": "retrain.rewards.verifiers:JudgeReward",
     },
