@@ -150,7 +150,9 @@ class GtpoConfig(Section):
 
 class HicraConfig(Section):
     _prefix: ClassVar[str] = "hicra_"
-    alpha: Annotated[float, F("HICRA planning-token amplification; 0 disables HICRA.", ge=0)] = 0.2
+    alpha: Annotated[
+        float, F("HICRA planning-token amplification, in [0, 1] (above 1 it flips negative credit); 0 disables HICRA.", ge=0, le=1)
+    ] = 0.2
 
 
 class PlanningConfig(Section):
@@ -184,6 +186,9 @@ class RewardConfig(Section):
     judge_model: Annotated[str, F("Judge model for type = judge (default gpt-4o-mini).")] = ""
     custom_module: Annotated[str, F("Module of the custom reward (type = custom).")] = ""
     custom_function: Annotated[str, F("Function of the custom reward: fn(response, reference).")] = "score"
+    timeout_s: Annotated[
+        float, F("Per-item reward deadline in seconds; a reward that overruns (or raises) scores 0 and is counted.", gt=0)
+    ] = 10.0
 
 
 class ResumeConfig(Section):

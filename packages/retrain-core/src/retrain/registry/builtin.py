@@ -45,7 +45,7 @@ ALGORITHM_MODES = (
     "discover_entropic",
     "ttt_discover_entropic",
 )
-REWARDS = ("match", "math", "judge", "custom")
+REWARDS = ("match", "strict", "math", "judge", "custom")
 PLANNING_DETECTORS = ("regex", "semantic")
 DATA_SOURCES = ("math", "arithmetic")
 TRAINERS = ("retrain", "sft", "optimizer_replay", "command", "ttt_discover")
@@ -70,11 +70,58 @@ UNCERTAINTY_ALIASES: dict[str, str] = {
 }
 UNCERTAINTY_KINDS = ("surprisal", "predictive_variance", "shannon_entropy")
 
-#: Transforms and algorithm modes whose token advantages vary within a completion.
+#: Transforms and algorithm modes whose token advantages vary within a completion. The
+#: reference listed only the GTPO family; the Delight family varies too (a gate per token),
+#: so it is rejected on backends that keep one advantage per completion as well.
 TOKEN_VARYING_TRANSFORMS = ("gtpo", "entropy_mask", "gtpo_hicra", "gtpo_sepa", "gtpo_sepa_amp",
-                            "gtpo_sepa_amp_c")
+                            "gtpo_sepa_amp_c", "delight", "delight_sepa", "hard_delight")
 TOKEN_VARYING_ALGORITHMS = ("maxrl_gtpo", "maxrl_gtpo_hicra", "maxrl_gtpo_sepa", "reinforce_pp_gtpo",
-                            "reinforce_pp_gtpo_sepa")
+                            "reinforce_pp_gtpo_sepa", "reinforce_pp_delight",
+                            "reinforce_pp_delight_sepa")
+
+#: Every pluggable kind, as `retrain plugins` lists them.
+KINDS = ("advantage_mode", "transform_mode", "algorithm_mode", "uncertainty_kind", "reward",
+         "planning_detector", "data_source", "backend", "inference_engine", "backpressure",
+         "environment")
+
+#: Built-in names per kind.
+NAMES: dict[str, tuple[str, ...]] = {
+    "advantage_mode": ADVANTAGE_MODES,
+    "transform_mode": TRANSFORM_MODES,
+    "algorithm_mode": ALGORITHM_MODES,
+    "uncertainty_kind": UNCERTAINTY_KINDS,
+    "reward": REWARDS,
+    "planning_detector": PLANNING_DETECTORS,
+    "data_source": DATA_SOURCES,
+    "inference_engine": INFERENCE_ENGINES,
+    "backpressure": BACKPRESSURE,
+    "environment": ENVIRONMENT_PROVIDERS,
+}
+
+_ADV = "retrain.advantages"
+#: Where each built-in lives (`module:attr`; an attr that is a mapping is indexed by name).
+#: Imported only when the name is resolved. Backends live in `retrain.backends.catalog`;
+#: data sources, engines and environments in their own distributions.
+TARGETS: dict[str, dict[str, str]] = {
+    "advantage_mode": {n: f"{_ADV}.episode:BUILTIN_EPISODE" for n in ADVANTAGE_MODES},
+    "transform_mode": {n: f"{_ADV}.transform:BUILTIN_TRANSFORMS" for n in TRANSFORM_MODES},
+    "algorithm_mode": {n: f"{_ADV}.algorithm:BUILTIN_ALGORITHMS" for n in ALGORITHM_MODES},
+    "reward": {
+        "match": "retrain.rewards.boxed:MatchReward",
+        "strict": "retrain.rewards.boxed:StrictMatchReward",
+        "math": "retrain.rewards.verifiers:MathReward",
+        "custom": "retrain.rewards.custom:CustomReward",
+        "judge": "retrain.rewards.verifiers:JudgeReward",
+    },
+    "planning_detector": {
+        "regex": "retrain.planning.regex:RegexDetector",
+        "semantic": "retrain.planning.semantic:SemanticDetector",
+    },
+    "backpressure": {
+        "noop": "retrain.training.backpressure:NoopBackpressure",
+        "usl": "retrain.training.backpressure:UslBackpressure",
+    },
+}
 
 
 def canonical_uncertainty(value: str) -> str | None:

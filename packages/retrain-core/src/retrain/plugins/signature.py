@@ -1,0 +1,72 @@
+"""Calling conventions of plugin callables, read from their signatures.
+
+Plugins are plain callables; what they are handed depends on how they are declared:
+a factory with no required arguments is called first and its result used instead; a
+single positional parameter named `ctx`/`context` receives a context record; a `params`
+parameter (or `**kwargs`) receives the params table as well.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+_CONTEXT_NAMES = ("ctx", "context")
+
+
+def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+
+
+def _positional(sig: inspect.Signature) -> list[inspect.Parameter]:
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return [p for p in sig.parameters.values() if p.kind in kinds]
+
+
+def is_factory(obj: Any) -> bool:
+    """A callable that can be called with no arguments (a class or a zero-arg function)."""
+    if not callable(obj):
+        return False
+    sig = _signature(obj)
+    if sig is None:
+        return False
+    required = [p for p in sig.parameters.values()
+                if p.default is inspect.Parameter.empty
+                and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+    return not required
+
+
+def takes_context(fn: Callable[..., Any]) -> bool:
+    """One positional parameter, named ctx or context."""
+    sig = _signature(fn)
+    if sig is None:
+        return False
+    pos = _positional(sig)
+    return len(pos) == 1 and pos[0].name in _CONTEXT_NAMES
+
+
+def takes_params(fn: Callable[..., Any]) -> bool:
+    """Declares a `params` parameter (positional or keyword) or accepts **kwargs."""
+    sig = _signature(fn)
+    if sig is None:
+        return False
+    return any(p.name == "params" or p.kind is inspect.Parameter.VAR_KEYWORD
+               for p in sig.parameters.values())
+
+
+def call_with_params(fn: Callable[..., Any], first: Any, params: dict[str, Any]) -> Any:
+    """`fn(first, params)` when `fn` declares params, else `fn(first)`."""
+    if not takes_params(fn):
+        return fn(first)
+    sig = _signature(fn)
+    assert sig is not None
+    param = sig.parameters.get("params")
+    if param is not None and param.kind is inspect.Parameter.KEYWORD_ONLY:
+        return fn(first, params=params)
+    if param is None:
+        return fn(first, params=params)
+    return fn(first, params)

@@ -1,0 +1,39 @@
+"""What a reward is (score one response against its reference) and what a batch returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from retrain.advantages.ragged import Floats
+
+
+@runtime_checkable
+class Reward(Protocol):
+    """`score(response, reference) -> float`; may also be `async def score`."""
+
+    def score(self, response: str, reference: str) -> Any: ...
+
+
+class RewardUnavailable(RuntimeError):
+    """A reward that cannot be built here (a missing optional package); the message says
+    which package and how to install it."""
+
+
+@dataclass(frozen=True)
+class RewardBatch:
+    """Scores of a batch; a failed or timed-out item scores 0.0 and is counted."""
+
+    scores: Floats
+    errors: int = 0
+    timeouts: int = 0
+    failures: list[str] = field(default_factory=list)  # the first few messages, for the log
+
+    def metrics(self) -> dict[str, float]:
+        return {"reward_errors": float(self.errors), "reward_timeouts": float(self.timeouts)}
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.scores)) if self.scores.size else 0.0

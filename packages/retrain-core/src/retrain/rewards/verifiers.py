@@ -1,0 +1,88 @@
+r"""Verifier-backed rewards: `math` (math-verify) and `judge` (a verifiers rubric).
+
+`math`: symbolic equivalence of the last `\boxed{}` and the reference. Both sides are parsed as `\boxed{...}` LaTeX; 1.0 iff math-verify says they are equal.
+math-verify bounds its own parsing with SIGALRM timeouts, which only work on a process's
+main thread: the scorer therefore runs this reward in worker processes (`isolation =
+"process"`), where a runaway comparison is also killed at the per-item timeout.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Awaitable, Callable
+from functools import lru_cache
+from typing import Any
+
+from retrain.config.schema import TrainConfig
+from retrain.registry import builtin, entry_points
+from retrain.registry.health import module_available
+from retrain.rewards.boxed import extract_boxed
+from retrain.rewards.types import RewardUnavailable
+
+INSTALL_HINT = "pip install 'retrain-core[math]' (or: pip install math-verify)"
+
+
+def require_math_verify() -> None:
+    if not module_available("math_verify"):
+        raise RewardUnavailable(f"reward type 'math' needs the 'math-verify' package: {INSTALL_HINT}")
+
+
+class MathReward:
+    def __init__(self, parse_timeout: int = 5) -> None:
+        require_math_verify()
+        import math_verify  # type: ignore[import-untyped]
+
+        self._mv: Any = math_verify
+        self._extraction = [math_verify.LatexExtractionConfig()]
+        self.parse_timeout = parse_timeout
+        self._parse_reference = lru_cache(maxsize=4096)(self._parse)
+
+    def _timeout(self) -> int | None:
+        return self.parse_timeout if threading.current_thread() is threading.main_thread() else None
+
+    def _parse(self, latex: str) -> Any:
+        return self._mv.parse("\\boxed{" + latex + "}", extraction_config=self._extraction,
+                              parsing_timeout=self._timeout())
+
+    def score(self, response: str, reference: str) -> float:
+        given = extract_boxed(response)
+        if not given:
+            return 0.0
+        gold = self._parse_reference(reference.strip())
+        pred = self._parse(given)
+        if not gold or not pred:
+            return 0.0
+        return 1.0 if self._mv.verify(gold, pred, timeout_seconds=self._timeout()) else 0.0
+
+
+RubricScore = Callable[[str, str], Awaitable[float] | float]
+
+
+class RubricReward:
+    """Adapter from a rubric scoring function `(completion, answer) -> float` (sync or async)
+    to a reward; retrain-envs wraps verifiers rubrics with it."""
+
+    def __init__(self, score_fn: RubricScore, name: str = "rubric") -> None:
+        self.score_fn = score_fn
+        self.name = name
+
+    def score(self, response: str, reference: str) -> Awaitable[float] | float:
+        return self.score_fn(response, reference)
+
+
+JUDGE_HINT = "pip install retrain-envs (it provides the verifiers JudgeRubric)"
+
+
+class JudgeReward:
+    """`judge`: an LLM judge rubric. This is a hook: the implementation comes from the
+    distribution that registers the name `judge` in the `retrain.rewards` entry-point group
+    (retrain-envs), as a factory `(TrainConfig) -> reward`."""
+
+    def __init__(self, config: TrainConfig) -> None:
+        ep = entry_points.lookup(builtin.ENTRY_POINT_GROUPS["reward"], "judge")
+        if ep is None:
+            raise RewardUnavailable(f"reward type 'judge' needs a verifiers judge rubric: {JUDGE_HINT}")
+        self.inner: Any = ep.load()(config)
+
+    def score(self, response: str, reference: str) -> Any:
+        return self.inner.score(response, reference)
