@@ -115,7 +115,8 @@ def test_squeeze_explain(cli, tmp_path: Path) -> None:  # type: ignore[no-untype
 def test_backends_json(cli) -> None:  # type: ignore[no-untyped-def]
     data = json.loads(cli("backends", "--json").stdout)
     by_name = {b["name"]: b for b in data["builtins"]}
-    assert by_name["local"]["installed"] and by_name["local"]["status"] == "not available in this version"
+    assert by_name["local"]["installed"] and by_name["local"]["status"] == "available"
+    assert by_name["tinker"]["status"] == "not available in this version"
     assert by_name["prime_rl"]["status"] == "not installed"
     assert "train_microbatch_size" in by_name["local"]["option_schema"]
     assert data["plugin"]["entry_point_group"] == "retrain.backends"
