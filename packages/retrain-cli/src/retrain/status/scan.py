@@ -238,7 +238,7 @@ def scan_run(
     )
 
 
-def _resolve_log_dir(campaign: Path, entry: dict[str, Any]) -> Path | None:
+def resolve_log_dir(campaign: Path, entry: dict[str, Any]) -> Path | None:
     """Where a manifest run lives. Campaign launchers record log dirs relative to the cwd they
     ran in, so the campaign's own `runs/<run_name>` is tried first, then the path as written
     (relative to the campaign dir, then as given)."""
@@ -289,7 +289,7 @@ def scan_campaign(path: Path, scope: Scope, *, now: float) -> CampaignSummary:
     max_steps = _int(manifest.get("max_steps"))
     runs: list[RunSummary] = []
     for entry in entries:
-        log_dir = _resolve_log_dir(path, entry)
+        log_dir = resolve_log_dir(path, entry)
         seed = _int(entry.get("seed"))
         condition = _str(entry.get("condition"))
         if log_dir is None:
