@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 _PID_MARK = re.compile(rb"\(pid=(\d+)\)")
@@ -19,18 +20,21 @@ _LOG_FILES = ("stderr.log", "stdout.log")
 _START_SLACK_S = 2.0
 
 
-def read_pid(run_dir: Path) -> tuple[int | None, float | None]:
-    """(pid, mtime of the file it came from), or (None, None)."""
+def read_pid(run_dir: Path, allows: Callable[[Path], bool] = lambda p: True) -> tuple[int | None, float | None]:
+    """(pid, mtime of the file it came from), or (None, None). Files `allows` rejects are skipped."""
     try:
-        with open(run_dir / "run.pid", "rb") as f:
-            data = f.read(64)
-            mtime = os.fstat(f.fileno()).st_mtime
-        match = re.search(rb"\d+", data)
-        if match:
-            return int(match.group()), mtime
+        if allows(run_dir / "run.pid"):
+            with open(run_dir / "run.pid", "rb") as f:
+                data = f.read(64)
+                mtime = os.fstat(f.fileno()).st_mtime
+            match = re.search(rb"\d+", data)
+            if match:
+                return int(match.group()), mtime
     except OSError:
         pass
     for name in _LOG_FILES:
+        if not allows(run_dir / name):
+            continue
         try:
             with open(run_dir / name, "rb") as f:
                 head = f.read(4096)

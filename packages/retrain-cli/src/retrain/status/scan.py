@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,12 +168,11 @@ def scan_run(
     seed: int | None = None,
     returncode: int | None = None,
 ) -> RunSummary:
-    allowed = scope.allows(path)
     tail = scope.tail(path / "metrics.jsonl")
     state_file = scope.json(path / "trainer_state.json")
     meta = scope.json(path / "run_meta.json")
     last = tail.last or {}
-    pid, pid_written = read_pid(path) if allowed else (None, None)
+    pid, pid_written = read_pid(path, scope.allows)
     alive = pid_alive(pid, pid_written) if pid is not None else None
 
     completed = state_file.get("checkpoint_name") == "final" or meta.get("status") == "succeeded"
@@ -238,16 +237,18 @@ def scan_run(
     )
 
 
-def resolve_log_dir(campaign: Path, entry: dict[str, Any]) -> Path | None:
+def resolve_log_dir(campaign: Path, entry: dict[str, Any],
+                    allows: Callable[[Path], bool] = lambda p: True) -> Path | None:
     """Where a manifest run lives. Campaign launchers record log dirs relative to the cwd they
     ran in, so the campaign's own `runs/<run_name>` is tried first, then the path as written
-    (relative to the campaign dir, then as given)."""
+    (relative to the campaign dir, then as given); candidates `allows` rejects are skipped."""
     name = _str(entry.get("run_name"))
     log_dir = _str(entry.get("log_dir"))
     candidates = [campaign / "runs" / name] if name else []
     if log_dir:
         written = Path(log_dir)
         candidates += [campaign / "runs" / written.name, campaign / written, written]
+    candidates = [c for c in candidates if allows(c)]
     for candidate in candidates:
         if candidate.is_dir():
             return candidate
@@ -289,13 +290,11 @@ def scan_campaign(path: Path, scope: Scope, *, now: float) -> CampaignSummary:
     max_steps = _int(manifest.get("max_steps"))
     runs: list[RunSummary] = []
     for entry in entries:
-        log_dir = resolve_log_dir(path, entry)
+        log_dir = resolve_log_dir(path, entry, scope.allows)
         seed = _int(entry.get("seed"))
         condition = _str(entry.get("condition"))
         if log_dir is None:
             continue
-        if not scope.allows(log_dir):
-            log_dir = path / "runs" / (_str(entry.get("run_name")) or log_dir.name)
         runs.append(scan_run(log_dir, scope, now=now, max_steps=max_steps, condition=condition,
                              seed=seed, returncode=_int(entry.get("returncode"))))
         # The manifest's label wins over a row's: the matrix is keyed by manifest conditions.
