@@ -182,3 +182,10 @@ def test_report_serializes_to_json(log_tree):
     data = json.loads(msgspec.json.encode(scan_all(log_tree)))
     assert set(data) == {"root", "generated_at", "runs", "campaigns"}
     assert {"run", "state", "step", "correct_rate", "wall_time_s"} <= set(data["runs"][0])
+
+
+@pytest.mark.parametrize("meta", [{"max_steps": 50}, {"config": {"max_steps": 50}},
+                                  {"config": {"training": {"max_steps": 50}}}])
+def test_max_steps_of_a_standalone_run_comes_from_run_meta(tmp_path, make_run, meta):
+    run = make_run(tmp_path / "r", 3, meta=meta)
+    assert scan_run(run, Scope(tmp_path), now=time.time()).max_steps == 50

@@ -138,9 +138,12 @@ def _str(value: Any) -> str | None:
 
 
 def _max_steps(meta: dict[str, Any]) -> int | None:
+    """run_meta.json's `max_steps`, or its config snapshot's (flat, or by TOML section)."""
     config = meta.get("config")
-    training = config.get("training") if isinstance(config, dict) else None
-    for value in (meta.get("max_steps"), training.get("max_steps") if isinstance(training, dict) else None):
+    config = config if isinstance(config, dict) else {}
+    training = config.get("training")
+    training = training if isinstance(training, dict) else {}
+    for value in (meta.get("max_steps"), config.get("max_steps"), training.get("max_steps")):
         steps = _int(value)
         if steps:
             return steps
