@@ -6,6 +6,8 @@ Progress is shown as steps done (`step + 1` of the last row, 0-based) out of max
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 from retrain.status.scan import STATES, CampaignSummary, RunSummary, StatusReport
 
@@ -90,24 +92,21 @@ def run_line(r: RunSummary) -> str:
     wall = duration(r.wall_time_s) + ("~" if r.wall_time_estimated else "")
     parts = [r.path, r.condition or "-", f"step={progress}", f"cr={_pct(r.correct_rate)}",
              f"reward={_num(r.mean_reward)}", f"loss={_num(r.loss)}", f"time={wall}", f"[{r.state}]"]
-    if r.tokens_per_second is not None:
-        parts.append(f"tok/s={r.tokens_per_second:.0f}")
-    if r.sample_share is not None:
-        parts.append(f"sample={_pct(r.sample_share)}")
-    if r.train_share is not None:
-        parts.append(f"train={_pct(r.train_share)}")
-    elif r.train_submit_enqueue_share is not None:
-        parts.append(f"enqueue={_pct(r.train_submit_enqueue_share)}")
-    if r.latest_step_time_s is not None:
-        parts.append(f"step_t={r.latest_step_time_s:.2f}s")
-    if r.process_max_rss_mb is not None:
-        parts.append(f"rss={r.process_max_rss_mb:.0f}MB")
-    if r.pid is not None:
-        parts.append(f"pid={r.pid}{'' if r.alive else ' (gone)'}")
-    for key, value in (("trainer", r.trainer), ("resume", r.resume_mode),
-                       ("resume_warning", r.resume_warning), ("failure", r.failure)):
-        if value:
-            parts.append(f"{key}={value}")
+    enqueue = r.train_submit_enqueue_share if r.train_share is None else None
+    optional: tuple[tuple[str, object, Callable[[Any], str]], ...] = (
+        ("tok/s", r.tokens_per_second, lambda v: f"{v:.0f}"),
+        ("sample", r.sample_share, _pct),
+        ("train", r.train_share, _pct),
+        ("enqueue", enqueue, _pct),
+        ("step_t", r.latest_step_time_s, lambda v: f"{v:.2f}s"),
+        ("rss", r.process_max_rss_mb, lambda v: f"{v:.0f}MB"),
+        ("pid", r.pid, lambda v: f"{v}{'' if r.alive else ' (gone)'}"),
+        ("trainer", r.trainer, str),
+        ("resume", r.resume_mode, str),
+        ("resume_warning", r.resume_warning, str),
+        ("failure", r.failure, str),
+    )
+    parts += [f"{key}={show(value)}" for key, value, show in optional if value not in (None, "")]
     return "  " + "  ".join(parts)
 
 
