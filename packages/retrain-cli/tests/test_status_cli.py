@@ -111,3 +111,13 @@ def test_plot_without_matplotlib_says_how_to_install(log_tree, tmp_path, monkeyp
     assert result.exit_code == 2
     assert PLOT_HINT in result.stderr and "pip install 'retrain-cli[plot]'" in result.stderr
     assert not (tmp_path / "x.png").exists()
+
+
+def test_help_does_not_import_the_status_diff_or_exporter_modules():
+    import subprocess
+
+    code = ("import sys\nfrom retrain.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "heavy = ('torch', 'prometheus_client', 'matplotlib', 'wandb', 'retrain.status.scan', 'retrain.diff.compute')\n"
+            "print(sorted(m for m in heavy if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"

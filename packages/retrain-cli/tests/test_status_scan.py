@@ -122,6 +122,7 @@ def test_campaign_status_rules():
     assert campaign_status(runs("finished", "stale"), False) == "partial"
     assert campaign_status(runs("dead", "pending"), None) == "dead"
     assert campaign_status([], None) == "dead"
+    assert campaign_status([], True) == "running"
 
 
 def _blank():

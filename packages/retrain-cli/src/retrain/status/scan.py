@@ -11,6 +11,7 @@ metrics write for STALE_AFTER_S), `pending` (nothing written yet, no live pid), 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import time
@@ -112,12 +113,15 @@ class Scope:
     root: Path
     confined: bool = False
 
+    @functools.cached_property
+    def real_root(self) -> str:
+        return os.path.realpath(self.root)
+
     def allows(self, path: Path) -> bool:
         if not self.confined:
             return True
-        base = os.path.realpath(self.root)
         real = os.path.realpath(path)
-        return real == base or real.startswith(base + os.sep)
+        return real == self.real_root or real.startswith(self.real_root + os.sep)
 
     def json(self, path: Path) -> dict[str, Any]:
         return (load_json_object(path) if self.allows(path) else None) or {}
@@ -276,7 +280,8 @@ def campaign_status(runs: Iterable[RunSummary], runner_alive: bool | None) -> st
     states = [r.state for r in runs]
     if states and all(s in ENDED for s in states):
         return "done"
-    if "running" in states or (runner_alive and any(s in ("stale", "pending") for s in states)):
+    waiting = not states or any(s in ("stale", "pending") for s in states)
+    if "running" in states or (runner_alive and waiting):
         return "running"
     if any(s in ENDED for s in states):
         return "partial"
