@@ -113,11 +113,16 @@ def test_plot_without_matplotlib_says_how_to_install(log_tree, tmp_path, monkeyp
     assert not (tmp_path / "x.png").exists()
 
 
-def test_help_does_not_import_the_status_diff_or_exporter_modules():
+@pytest.mark.parametrize("args", [["--help"], ["status", "{root}", "--json"], ["top", "--help"],
+                                  ["diff", "{root}/done", "{root}/live", "--json"],
+                                  ["status", "serve", "--help"]])
+def test_status_commands_import_no_ml_package(log_tree, args):
     import subprocess
 
-    code = ("import sys\nfrom retrain.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "heavy = ('torch', 'prometheus_client', 'matplotlib', 'wandb', 'retrain.status.scan', 'retrain.diff.compute')\n"
+    code = ("import sys\nfrom retrain.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "heavy = ('torch', 'transformers', 'matplotlib', 'wandb', 'prometheus_client')\n"
+            "if sys.argv[1:] == ['--help']:\n    heavy += ('retrain.status.scan', 'retrain.diff.compute')\n"
             "print(sorted(m for m in heavy if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    argv = [a.format(root=log_tree) for a in args]
+    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
