@@ -1,6 +1,4 @@
-import json
-
-from retrain.io.json import decode_object, encode_row, load_json_object
+from retrain.io.json import decode_object, load_json_object
 
 
 def test_decode_object_accepts_objects_only():
@@ -28,12 +26,3 @@ def test_load_json_object_tolerates_missing_and_damaged_files(tmp_path):
     (tmp_path / "big.json").write_text('{"k": "' + "x" * 100 + '"}')
     assert load_json_object(tmp_path / "big.json", max_bytes=50) is None
     assert load_json_object(tmp_path) is None
-
-
-def test_encode_row_is_one_compact_standard_json_line():
-    line = encode_row({"step": 1, "name": "é", "loss": float("nan"), "nested": {"v": float("inf")}})
-    assert line.endswith(b"\n") and line.count(b"\n") == 1
-    assert b" " not in line
-    assert json.loads(line) == {"step": 1, "name": "é", "loss": None, "nested": {"v": None}}
-    assert "é" in line.decode("utf-8")
-    assert json.loads(encode_row({"t": (1, 2), "p": range(2)})) == {"t": [1, 2], "p": "range(0, 2)"}
