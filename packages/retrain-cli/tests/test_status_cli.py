@@ -61,6 +61,13 @@ def test_status_empty_root(tmp_path):
     assert "Campaigns: 0 campaigns  |  Runs: 0 runs" in result.stdout and "No runs under" in result.stdout
 
 
+def test_status_help_and_unknown_flags():
+    result = invoke("status", "--help")
+    assert result.exit_code == 0 and result.stdout.startswith("Usage: retrain status [OPTIONS] [LOGDIR]")
+    assert "--watch" in result.stdout and "status serve" in result.stdout
+    assert invoke("status", "--bogus").exit_code == 2
+
+
 def test_status_serve_help_is_reachable():
     result = invoke("status", "serve", "--help")
     assert result.exit_code == 0 and "/metrics" in result.stdout

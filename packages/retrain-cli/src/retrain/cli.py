@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from retrain.commands.errors import guarded
 
@@ -38,6 +38,14 @@ class StatusGroup(DefaultRunGroup):
 
     default = "show"
     own_options = ()
+
+
+class StatusShowCommand(TyperCommand):
+    """The hidden `show` verb presents itself as plain `retrain status` in usage lines."""
+
+    def format_usage(self, ctx: typer.Context, formatter: Any) -> None:  # type: ignore[override]
+        path = ctx.parent.command_path if ctx.parent else ctx.command_path
+        formatter.write_usage(path, " ".join(self.collect_usage_pieces(ctx)))
 
 
 app = typer.Typer(
@@ -167,7 +175,7 @@ status_app = typer.Typer(
 app.add_typer(status_app)
 
 
-@status_app.command("show", hidden=True)
+@status_app.command("show", hidden=True, cls=StatusShowCommand)
 def status_cmd(
     logdir: Annotated[str, typer.Argument(metavar="LOGDIR", help="Log root to scan.")] = "logs",
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
