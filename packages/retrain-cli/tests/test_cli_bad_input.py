@@ -77,9 +77,19 @@ def test_several_problems_at_once(cli, tmp_path: Path) -> None:  # type: ignore[
     check(res, "3 config problems", "lr: -1.0 must be > 0", "batch_size: 0 must be > 0", "lora_rank: 0 must be > 0")
 
 
-def test_valid_config_stops_before_training(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    (tmp_path / "c.toml").write_text("[training]\nmax_steps = 3\n")
-    check(cli("c.toml"), "training is not available in this version")
+def test_backend_not_available_in_this_version(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "c.toml").write_text("[backend]\nbackend = 'tinker'\n[training]\nmax_steps = 3\n")
+    check(cli("c.toml"), "not available in this version")
+
+
+def test_log_dir_holding_a_run_is_not_overwritten(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "metrics.jsonl").write_text('{"step": 0}\n')
+    (tmp_path / "c.toml").write_text(f"[logging]\nlog_dir = '{logs}'\n[model]\nmodel = 'tiny'\n"
+                                     "[backend]\ndevices = 'cpu'\n[data]\nsource = 'arithmetic'\n")
+    check(cli("c.toml"), "already holds a run", "--resume")
+    assert (logs / "metrics.jsonl").read_text() == '{"step": 0}\n'
 
 
 def test_campaign_run_is_not_available_yet(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

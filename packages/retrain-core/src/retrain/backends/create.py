@@ -15,11 +15,11 @@ class BackendUnavailable(RuntimeError):
     """The configured backend cannot run on this installation; the message says why and how."""
 
 
-def create_backend(config: TrainConfig) -> Any:
+def require_runnable(config: TrainConfig) -> None:
+    """Raise BackendUnavailable now, before data or models load, if the backend cannot run."""
     name = config.backend.backend
     if is_dotted(name):
-        factory, _ = resolve(name, config.plugins.search_paths)
-        return factory(config)
+        return
     entry = catalog.lookup(name)
     if entry is None:
         raise BackendUnavailable(f"unknown backend {name!r}")
@@ -28,6 +28,15 @@ def create_backend(config: TrainConfig) -> Any:
         raise BackendUnavailable(f"backend {name!r} is not installed: {d.hint}")
     if not d.available:
         raise BackendUnavailable(d.note or f"backend {name!r} is not available in this version")
+
+
+def create_backend(config: TrainConfig) -> Any:
+    name = config.backend.backend
+    if is_dotted(name):
+        factory, _ = resolve(name, config.plugins.search_paths)
+        return factory(config)
+    require_runnable(config)
+    d = catalog.lookup(name).definition  # type: ignore[union-attr]
     module_name, _, attr = d.factory.partition(":")
     factory = getattr(importlib.import_module(module_name), attr)
     return factory(config)

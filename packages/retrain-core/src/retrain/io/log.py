@@ -73,6 +73,11 @@ class JsonlLogger:
         self._buffer.clear()
         self._last_flush = time.monotonic()
 
+    def fsync_now(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                os.fsync(self._file.fileno())
+
     def close(self) -> None:
         with self._lock:
             self._flush_locked()

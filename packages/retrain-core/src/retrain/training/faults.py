@@ -3,7 +3,8 @@ process SIGKILL itself when it reaches that point of that step (never set in nor
 
 Points: `after_step` (metrics row written, before any checkpoint), `after_checkpoint`
 (checkpoint directory and trainer_state.json both written), `mid_checkpoint` (checkpoint
-directory written, trainer_state.json not yet), `mid_metrics` (half of a metrics row on disk).
+directory written, trainer_state.json not yet), `mid_metrics` (half of a metrics row on disk);
+warmup steps use `warmup_after_step`, `warmup_mid_checkpoint` and `warmup_after_checkpoint`.
 """
 
 from __future__ import annotations

@@ -67,6 +67,12 @@ class RunLog:
         for name in (METRICS, STEPS, GENERATIONS):
             truncate_jsonl(self.dir / name, keep)
 
+    def sync(self) -> None:
+        """Flush and fsync every log, so a checkpoint never gets ahead of the rows it covers."""
+        for logger in (self.metrics, self.steps, self.generations):
+            logger.flush()
+            logger.fsync_now()
+
     def write_meta(self, meta: Mapping[str, Any]) -> None:
         write_json_atomic(self.dir / RUN_META, {**meta, "updated_at": time.time()})
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from retrain.backends.create import capabilities, create_backend
+from retrain.backends.create import capabilities, create_backend, require_runnable
 from retrain.backends.protocol import TrainBackend
 from retrain.config.schema import TrainConfig
 from retrain.data.source import load_examples
@@ -54,6 +54,7 @@ class Trainer:
     def run(self) -> RunResult:
         c = self.config
         started = time.perf_counter()
+        require_runnable(c)
         flow = build_flow(c)
         log = RunLog(c.logging.log_dir, log_generations=c.logging.log_generations)
         start = prepare(c, log)
@@ -116,8 +117,9 @@ class Trainer:
             log.log_metrics(row)
             state.sft_step, state.example_idx = step, cursor.index
             self.reporter.warmup(step, total, row)
+            faults.crash_if("warmup_after_step", step)
             if self._due(step):
-                self._checkpoint(backend, flow, state, f"warmup_step_{step + 1}", step)
+                self._checkpoint(backend, flow, state, log, f"warmup_step_{step + 1}", step, "warmup_")
         state.phase = "rl"
 
     def _rl(self, backend: TrainBackend, flow: Flow, cursor: PromptCursor, state: TrainerState, log: RunLog) -> None:
@@ -183,22 +185,24 @@ class Trainer:
             self.reporter.step(step, t.max_steps, row)
             faults.crash_if("after_step", step)
             if self._due(step):
-                self._checkpoint(backend, flow, state, f"checkpoint_step_{step + 1}", step)
+                self._checkpoint(backend, flow, state, log, f"checkpoint_step_{step + 1}", step)
 
     # -- helpers ---------------------------------------------------------------------------
     def _due(self, step: int) -> bool:
         every = self.config.training.save_every
         return every > 0 and (step + 1) % every == 0
 
-    def _checkpoint(self, backend: TrainBackend, flow: Flow, state: TrainerState, name: str, step: int) -> None:
+    def _checkpoint(self, backend: TrainBackend, flow: Flow, state: TrainerState, log: RunLog, name: str,
+                    step: int, phase: str = "") -> None:
         c = self.config
+        log.sync()
         path = backend.save_checkpoint(str(Path(c.backend.adapter_path) / name))
-        faults.crash_if("mid_checkpoint", step)
+        faults.crash_if(phase + "mid_checkpoint", step)
         state.checkpoint_name, state.checkpoint_path = name, path
         state.sepa = flow.sepa.state_dict()
         state.backpressure = flow.backpressure.state_dict()
         write_state(c.logging.log_dir, state)
-        faults.crash_if("after_checkpoint", step)
+        faults.crash_if(phase + "after_checkpoint", step)
 
     def _summary(self, flow: Flow, started: float, final: str) -> dict[str, Any]:
         rows = [r for r in read_jsonl(Path(self.config.logging.log_dir) / METRICS) if r.get("phase", "rl") != "sft"]

@@ -228,7 +228,9 @@ class LocalBackend:
         return str(target)
 
     def runtime_metrics(self) -> dict[str, float | int | str]:
+        """Counters since the previous call (one step), so they survive a resume unchanged."""
         s = self.sample_stats
+        self.sample_stats = SampleStats()
         return {
             "engine_prompt_prefill_s": round(s.prefill_s, 6),
             "engine_decode_s": round(s.decode_s, 6),

@@ -1,0 +1,137 @@
+"""End-to-end runs of the trainer on the tiny model through the real `retrain` command,
+including SIGKILL at chosen points followed by --resume: the resumed run's logs and final
+adapter must be bit-identical to an uninterrupted run's (wall-clock fields aside)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from retrain.io.log import read_jsonl
+from retrain.training.telemetry import WALL_CLOCK_FIELDS
+
+pytestmark = pytest.mark.slow
+
+REWARD = '''
+def score(response, reference):
+    """A toy verifiable reward with variance on an untrained model: digits in the answer."""
+    return float(sum(ch.isdigit() for ch in response) >= 2)
+'''
+
+
+def write_run(root: Path, **training: object) -> Path:
+    (root / "toy_reward.py").write_text(REWARD)
+    settings = {"seed": 0, "max_steps": 6, "batch_size": 4, "group_size": 4, "max_tokens": 8,
+                "temperature": 1.0, "top_p": 1.0, "lr": 1e-2, "sft_warmup_steps": 3, "sft_lr": 3e-3,
+                "sft_loss_fn": "cross_entropy", "save_every": 2, **training}
+    lines = "\n".join(f"{k} = {json.dumps(v)}" for k, v in settings.items())
+    cfg = root / "run.toml"
+    cfg.write_text(f"""
+[model]
+model = "tiny"
+lora_rank = 4
+[backend]
+devices = "cpu"
+adapter_path = "{root / 'adapters'}"
+[algorithm]
+advantage_mode = "maxrl"
+transform_mode = "gtpo_sepa"
+[sepa]
+delay_steps = 1
+steps = 4
+correct_rate_gate = 0.0
+[training]
+{lines}
+[data]
+source = "arithmetic"
+[reward]
+type = "custom"
+custom_module = "toy_reward"
+custom_function = "score"
+[logging]
+log_dir = "{root / 'logs'}"
+""")
+    return cfg
+
+
+def retrain(cfg: Path, *args: str, crash: str = "") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "RETRAIN_CRASH_AT": crash}
+    return subprocess.run([sys.executable, "-m", "retrain.cli", str(cfg), *args], cwd=cfg.parent, env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+def deterministic(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    return [{k: v for k, v in r.items() if k not in WALL_CLOCK_FIELDS} for r in rows]
+
+
+def outputs(root: Path) -> dict[str, object]:
+    logs = root / "logs"
+    return {
+        "metrics": deterministic(read_jsonl(logs / "metrics.jsonl")),
+        "steps": deterministic(read_jsonl(logs / "emergence" / "steps.jsonl")),
+        "generations": read_jsonl(logs / "emergence" / "generations.jsonl"),
+        "adapter": (root / "adapters" / "final" / "adapter_model.safetensors").read_bytes(),
+    }
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    root = tmp_path_factory.mktemp("uninterrupted")
+    res = retrain(write_run(root))
+    assert res.returncode == 0, res.stderr
+    return {"root": root, "stderr": res.stderr, **outputs(root)}
+
+
+def test_run_writes_the_run_directory(reference: dict[str, object]) -> None:
+    root = Path(str(reference["root"]))
+    logs = root / "logs"
+    rows = read_jsonl(logs / "metrics.jsonl")
+    assert [r["step"] for r in rows if r.get("phase") == "sft"] == [0, 1, 2]
+    rl = [r for r in rows if r.get("phase") != "sft"]
+    assert [r["step"] for r in rl] == list(range(6))
+    for key in ("loss", "mean_reward", "correct_rate", "condition", "num_datums", "step_time_s",
+                "tokens_per_second", "sepa_lambda", "process_max_rss_mb"):
+        assert key in rl[0], key
+    assert rl[0]["condition"] == "maxrl+gtpo_sepa"
+    assert any(r["num_datums"] > 0 for r in rl), "no step trained"
+    state = json.loads((logs / "trainer_state.json").read_text())
+    assert state["checkpoint_name"] == "final" and state["step"] == 5
+    meta = json.loads((logs / "run_meta.json").read_text())
+    assert meta["status"] == "succeeded" and meta["config"]["lr"] == 1e-2
+    assert meta["versions"]["retrain-core"]
+    assert not (logs / "run.pid").exists()
+    assert (root / "adapters" / "checkpoint_step_2" / "optimizer.pt").exists()
+    assert "Training complete" in str(reference["stderr"])
+
+
+def test_rerun_refuses_to_overwrite(reference: dict[str, object]) -> None:
+    root = Path(str(reference["root"]))
+    res = retrain(root / "run.toml")
+    assert res.returncode == 2 and "already holds a run" in res.stderr
+    res = retrain(root / "run.toml", "--resume", str(root / "logs"))
+    assert res.returncode == 2 and "already finished" in res.stderr
+
+
+@pytest.mark.parametrize("crash", [
+    "after_step@0",             # before any checkpoint: resume starts over
+    "warmup_after_checkpoint@1",  # during the SFT warmup
+    "after_checkpoint@3",       # just after a checkpoint
+    "mid_checkpoint@3",         # checkpoint directory written, state not yet
+    "mid_metrics@4",            # half a metrics row on disk
+])
+def test_sigkill_then_resume_is_bit_identical(reference: dict[str, object], tmp_path: Path, crash: str) -> None:
+    cfg = write_run(tmp_path)
+    killed = retrain(cfg, crash=crash)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    resumed = retrain(cfg, "--resume", str(tmp_path / "logs"))
+    assert resumed.returncode == 0, resumed.stderr
+    got = outputs(tmp_path)
+    for key in ("metrics", "steps", "generations"):
+        assert got[key] == reference[key], key
+    assert got["adapter"] == reference["adapter"]
