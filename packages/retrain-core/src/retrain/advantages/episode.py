@@ -36,7 +36,10 @@ def _rewards(rewards: Sequence[float] | Floats) -> Floats:
 
 def is_uniform(r: Floats, eps: float = TIE_EPS) -> bool:
     """True for an empty or single group, or one whose rewards are all within eps of the minimum."""
-    return r.shape[0] < 2 or float(r.max() - r.min()) <= eps
+    if r.shape[0] < 2:
+        return True
+    with np.errstate(over="ignore"):
+        return float(r.max() - r.min()) <= eps
 
 
 def robust_mean(r: Floats) -> float:

@@ -14,7 +14,7 @@ import numpy as np
 
 from retrain.advantages.delight.gate import ETA_FLOOR, NEUTRAL_LOGIT, gates
 from retrain.advantages.delight.metric import ordering_gaps
-from retrain.advantages.ragged import Floats, Ragged
+from retrain.advantages.ragged import Floats, Ragged, saturate
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,8 @@ def resolve_eta(layout: Ragged, episode: Floats, s: Floats, p: EtaParams,
     lo = max(ETA_FLOOR, p.eta_min)
     hi = max(lo, p.eta_max)
     active = layout.expand(episode != 0)
-    magnitudes = np.abs(layout.expand(episode) * s)[active]
+    with np.errstate(over="ignore"):
+        magnitudes = saturate(np.abs(layout.expand(episode) * s)[active])
     if magnitudes.size == 0:
         eta = base
     else:
