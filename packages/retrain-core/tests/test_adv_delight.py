@@ -188,3 +188,9 @@ def test_param_parsing():
     with pytest.raises(ValueError, match="number"):
         parse_params({"delight_eta": "fast"}, default_norm="none")
     assert math.isclose(parse_params({"delight_eta": "2"}, default_norm="none").eta.base, 2.0)
+
+
+def test_tiny_eta_and_huge_advantage_stay_finite():
+    p = pipe("delight", delight_eta=1e-9)
+    result = p.compute_group([1e308, -1e308], [[0.0, -1.0], [-0.0, -2.0]])
+    assert np.all(np.isfinite(result.tokens))

@@ -145,3 +145,15 @@ def test_ragged_reductions_match_rows(rows: list[list[float]], data: Any) -> Non
         if sel.any():
             assert np.isclose(pooled[lo:hi][sel].mean(), flat[lo:hi][sel].mean(), atol=1e-9), i
         assert np.all(pooled[lo:hi][~sel] == flat[lo:hi][~sel])
+
+
+@SETTINGS
+@given(st.lists(st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0]), max_size=9), min_size=1, max_size=5), st.data())
+def test_top_k_matches_a_stable_sort(rows: list[list[float]], data: Any) -> None:
+    layout, flat = Ragged.of(rows)
+    k = np.asarray([data.draw(st.integers(0, len(r) + 1)) for r in rows], dtype=np.int64)
+    keep = layout.top_k_mask(flat, k)
+    for i, row in enumerate(rows):
+        lo = int(layout.offsets[i])
+        chosen = sorted(range(len(row)), key=lambda j: (-row[j], j))[: int(k[i])]
+        assert sorted(np.flatnonzero(keep[lo:lo + len(row)]).tolist()) == sorted(chosen)

@@ -8,6 +8,7 @@ Metric names follow the reference's metrics.jsonl: `exec_surprisal_mean`, `plan_
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,9 +23,15 @@ STAT_KEYS = frozenset(
 )
 
 
+def _finite(v: float) -> float:
+    if math.isfinite(v):
+        return v
+    return 0.0 if math.isnan(v) else math.copysign(FLOAT_MAX, v)
+
+
 def finite_metrics(metrics: dict[str, float]) -> dict[str, float]:
     """Metrics as finite floats (an overflowed diagnostic saturates; NaN becomes 0)."""
-    return {k: float(np.clip(np.nan_to_num(float(v)), -FLOAT_MAX, FLOAT_MAX)) for k, v in metrics.items()}
+    return {k: _finite(float(v)) for k, v in metrics.items()}
 
 
 @dataclass(frozen=True, slots=True)

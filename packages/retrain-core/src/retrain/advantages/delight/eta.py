@@ -50,7 +50,7 @@ def resolve_eta(layout: Ragged, episode: Floats, s: Floats, p: EtaParams,
         eta = _clamp(float(np.quantile(magnitudes, q)) / NEUTRAL_LOGIT, lo, hi)
         target_gap = max(0.0, p.target_gap)
         if target_gap > 0:
-            gaps, valid = ordering_gaps(layout, episode, s, gates(layout, episode, s, eta))
+            gaps, valid = ordering_gaps(layout, episode, gates(layout, episode, s, eta))
             if valid.any():
                 gap = float(gaps[valid > 0].mean())
                 if gap < target_gap:

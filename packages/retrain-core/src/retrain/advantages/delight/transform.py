@@ -117,8 +117,8 @@ def delight(layout: Ragged, episode: Floats, logprobs: Floats, p: DelightParams,
         lam = min(max(lam, 0.0), 1.0)
         tok = interpolate(layout, episode, gate, lam)
         metrics["dg_lambda"] = lam
-    metrics.update(gate_metrics(layout, episode, s, gate, tok))
-    return np.nan_to_num(tok), metrics
+    metrics.update(gate_metrics(layout, episode, gate, tok))
+    return tok, metrics
 
 
 def hard_delight(layout: Ragged, episode: Floats, logprobs: Floats, p: DelightParams, *,
