@@ -37,11 +37,20 @@ CASES: dict[str, dict[str, Any]] = {
     "gtpo": {"advantage_mode": "maxrl", "transform_mode": "gtpo"},
     "gtpo_hicra": {"advantage_mode": "maxrl", "transform_mode": "gtpo_hicra"},
     "gtpo_sepa_amp_c": {"advantage_mode": "grpo", "transform_mode": "gtpo_sepa_amp_c"},
-    "entropy_mask": {"advantage_mode": "grpo", "transform_mode": "entropy_mask", "surprisal_mask_rho": 0.2},
+    "entropy_mask": {
+        "advantage_mode": "grpo",
+        "transform_mode": "entropy_mask",
+        "surprisal_mask_rho": 0.2,
+    },
     "delight": {"advantage_mode": "grpo", "transform_mode": "delight"},
-    "delight_sepa_adaptive": {"advantage_mode": "grpo", "transform_mode": "delight_sepa",
-                              "transform_params": {"delight_eta_mode": "adaptive",
-                                                   "delight_eta_target_ordering_gap": 0.2}},
+    "delight_sepa_adaptive": {
+        "advantage_mode": "grpo",
+        "transform_mode": "delight_sepa",
+        "transform_params": {
+            "delight_eta_mode": "adaptive",
+            "delight_eta_target_ordering_gap": 0.2,
+        },
+    },
     "hard_delight": {"advantage_mode": "grpo", "transform_mode": "hard_delight"},
     "discover_entropic": {"algorithm_mode": "discover_entropic"},
 }
@@ -69,7 +78,9 @@ def make_groups(completions: int, tokens: int, group_size: int, seed: int) -> li
 
 def time_step(case: dict[str, Any], groups: list[GroupInput], repeat: int) -> dict[str, float]:
     config = TrainConfig()
-    config = msgspec.structs.replace(config, algorithm=msgspec.structs.replace(config.algorithm, **case))
+    config = msgspec.structs.replace(
+        config, algorithm=msgspec.structs.replace(config.algorithm, **case)
+    )
     pipeline = build_pipeline(config)
 
     def step() -> None:
@@ -85,8 +96,11 @@ def time_step(case: dict[str, Any], groups: list[GroupInput], repeat: int) -> di
         t0 = time.perf_counter()
         step()
         runs.append((time.perf_counter() - t0) * 1000)
-    return {"median_ms": round(statistics.median(runs), 3), "min_ms": round(min(runs), 3),
-            "max_ms": round(max(runs), 3)}
+    return {
+        "median_ms": round(statistics.median(runs), 3),
+        "min_ms": round(min(runs), 3),
+        "max_ms": round(max(runs), 3),
+    }
 
 
 def main() -> None:
@@ -100,29 +114,41 @@ def main() -> None:
     results: dict[str, Any] = {}
     for label, group_size in shapes.items():
         groups = make_groups(args.completions, args.tokens, group_size, seed=0)
-        results[label] = {name: time_step(case, groups, args.repeat) for name, case in CASES.items()}
+        results[label] = {
+            name: time_step(case, groups, args.repeat) for name, case in CASES.items()
+        }
     headline = max(results[label]["gtpo_sepa"]["median_ms"] for label in shapes)
-    print(json.dumps({
-        "benchmark": "advantages_pipeline",
-        "completions": args.completions,
-        "tokens_per_completion": args.tokens,
-        "shapes": {label: f"{args.completions // g} groups x {g} completions" for label, g in shapes.items()},
-        "repeat": args.repeat,
-        "statistic": "median ms per step (advantages + batch norm when enabled + cap)",
-        "gtpo_sepa_ms": headline,
-        "budget_ms": BUDGET_MS,
-        "within_budget": headline < BUDGET_MS,
-        "modes": results,
-        "threads": 1,
-        # glibc returns large freed arrays to the OS, so every 2 MB temporary page-faults anew;
-        # MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ raise that limit (about 2x faster here).
-        "malloc_env": {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")},
-        "pinned_cpu": cpu,
-        "load_average": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
-        "numpy": np.__version__,
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "benchmark": "advantages_pipeline",
+                "completions": args.completions,
+                "tokens_per_completion": args.tokens,
+                "shapes": {
+                    label: f"{args.completions // g} groups x {g} completions"
+                    for label, g in shapes.items()
+                },
+                "repeat": args.repeat,
+                "statistic": "median ms per step (advantages + batch norm when enabled + cap)",
+                "gtpo_sepa_ms": headline,
+                "budget_ms": BUDGET_MS,
+                "within_budget": headline < BUDGET_MS,
+                "modes": results,
+                "threads": 1,
+                # glibc returns large freed arrays to the OS, so every 2 MB temporary page-faults anew;
+                # MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ raise that limit (about 2x faster here).
+                "malloc_env": {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")},
+                "pinned_cpu": cpu,
+                "load_average": [round(x, 2) for x in os.getloadavg()]
+                if hasattr(os, "getloadavg")
+                else None,
+                "numpy": np.__version__,
+                "python": platform.python_version(),
+                "machine": platform.machine(),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -17,12 +17,19 @@ runner = CliRunner()
 def test_every_kind_scaffolds_a_passing_test(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for kind in KINDS:
-        result = runner.invoke(app, ["init-plugin", "--kind", kind, "--name", f"my {kind}", "--with-test"])
+        result = runner.invoke(
+            app, ["init-plugin", "--kind", kind, "--name", f"my {kind}", "--with-test"]
+        )
         assert result.exit_code == 0, result.output
         assert (tmp_path / "plugins" / f"my_{kind}.py").is_file()
         assert (tmp_path / "tests" / f"test_my_{kind}_plugin.py").is_file()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"{len(KINDS)} passed" in done.stdout or "passed" in done.stdout
 
@@ -58,9 +65,15 @@ def test_refuses_to_overwrite_and_rejects_bad_input(tmp_path, monkeypatch):
     assert missing.exit_code == 2
 
 
-@pytest.mark.parametrize(("raw", "expected"), [
-    ("my plugin", "my_plugin"), ("--x--", "x"), ("", "my_plugin"), ("9lives", "plugin_9lives"),
-    ("a..b", "a_b"),
-])
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("my plugin", "my_plugin"),
+        ("--x--", "x"),
+        ("", "my_plugin"),
+        ("9lives", "plugin_9lives"),
+        ("a..b", "a_b"),
+    ],
+)
 def test_names_become_identifiers(raw, expected):
     assert sanitize(raw) == expected

@@ -21,25 +21,38 @@ def test_json_lists_builtins_and_discovered_modules(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     info = json.loads(result.stdout)
     assert info["runtime"]["search_paths"] == ["plugins"]
-    for kind in ("advantage_mode", "transform_mode", "algorithm_mode", "reward", "planning_detector",
-                 "backpressure", "backend", "data_source", "inference_engine"):
+    for kind in (
+        "advantage_mode",
+        "transform_mode",
+        "algorithm_mode",
+        "reward",
+        "planning_detector",
+        "backpressure",
+        "backend",
+        "data_source",
+        "inference_engine",
+    ):
         assert info["builtins"][kind], kind
     assert set(builtin.TRANSFORM_MODES) == set(info["builtins"]["transform_mode"])
     assert "strict" in info["builtins"]["reward"]
     assert info["kinds"]["reward"]["builtins"]["match"] == "retrain.rewards.boxed:MatchReward"
     assert info["kinds"]["transform_mode"]["entry_point_group"] == "retrain.transforms"
-    assert info["discovered"] == [{"module": "plugins.broken", "status": "error: ImportError"},
-                                  {"module": "plugins.good", "status": "ok"}]
+    assert info["discovered"] == [
+        {"module": "plugins.broken", "status": "error: ImportError"},
+        {"module": "plugins.good", "status": "ok"},
+    ]
 
 
 def test_text_and_config_search_paths(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "credit.py").write_text("X = 1\n")
-    (tmp_path / "run.toml").write_text(textwrap.dedent("""
+    (tmp_path / "run.toml").write_text(
+        textwrap.dedent("""
         [plugins]
         search_paths = ["mine"]
-    """))
+    """)
+    )
     result = runner.invoke(app, ["plugins", "run.toml"])
     assert result.exit_code == 0, result.output
     assert "Search paths: mine" in result.stdout

@@ -36,11 +36,13 @@ def test_every_combination_passes_on_local(adv, transform):
 
 
 def test_text_output_and_config_file(tmp_path):
-    (tmp_path / "run.toml").write_text(textwrap.dedent("""
+    (tmp_path / "run.toml").write_text(
+        textwrap.dedent("""
         [algorithm]
         advantage_mode = "grpo"
         transform_mode = "gtpo_hicra"
-    """))
+    """)
+    )
     result = trace("run.toml")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
@@ -80,5 +82,7 @@ def test_trace_does_not_import_torch(tmp_path):
             assert exc.code in (0, None), exc.code
         assert "torch" not in sys.modules, "trace imported torch"
     """)
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr

@@ -65,7 +65,9 @@ def test_sepa_edges():
     assert credit.sepa_pool(layout, u, M, 0.0).tolist() == U
     all_plan = np.ones(4)
     assert credit.sepa_pool(layout, u, all_plan, 0.9).tolist() == U  # no execution tokens
-    close(credit.sepa_pool(layout, u, M, 7.0), credit.sepa_pool(layout, u, M, 1.0))  # lambda clamped
+    close(
+        credit.sepa_pool(layout, u, M, 7.0), credit.sepa_pool(layout, u, M, 1.0)
+    )  # lambda clamped
 
 
 def test_mask_threshold():

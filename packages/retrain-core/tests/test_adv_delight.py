@@ -18,13 +18,22 @@ from retrain.config.schema import TrainConfig
 def make_config(**sections: dict[str, Any]) -> TrainConfig:
     config = TrainConfig()
     for name, values in sections.items():
-        config = msgspec.structs.replace(config, **{name: msgspec.structs.replace(getattr(config, name), **values)})
+        config = msgspec.structs.replace(
+            config, **{name: msgspec.structs.replace(getattr(config, name), **values)}
+        )
     return config
 
 
 def pipe(transform, **params):
-    return build_pipeline(make_config(algorithm={"advantage_mode": "grpo", "transform_mode": transform,
-                                                 "transform_params": params}))
+    return build_pipeline(
+        make_config(
+            algorithm={
+                "advantage_mode": "grpo",
+                "transform_mode": transform,
+                "transform_params": params,
+            }
+        )
+    )
 
 
 def lp_of(s):
@@ -47,9 +56,15 @@ def norm1(values, mode):
 
 
 def test_normalisation_worked_examples():
-    assert norm1([.1, .3, 2.0], "scale") == pytest.approx([0.117309, 0.351928, 2.346186], abs=1e-6)
-    assert norm1([.1, .3, 2.0], "mad_scale") == pytest.approx([0.337245, 1.011736, 6.744908], abs=1e-6)
-    assert norm1([.5, .5, .5, 2], "mad_scale") == pytest.approx([0.7698, 0.7698, 0.7698, 3.079201], abs=1e-6)
+    assert norm1([0.1, 0.3, 2.0], "scale") == pytest.approx(
+        [0.117309, 0.351928, 2.346186], abs=1e-6
+    )
+    assert norm1([0.1, 0.3, 2.0], "mad_scale") == pytest.approx(
+        [0.337245, 1.011736, 6.744908], abs=1e-6
+    )
+    assert norm1([0.5, 0.5, 0.5, 2], "mad_scale") == pytest.approx(
+        [0.7698, 0.7698, 0.7698, 3.079201], abs=1e-6
+    )
 
 
 def test_normalisation_edges():
@@ -73,17 +88,22 @@ def _delight1(a, s, p):
 
 
 def test_delight_gate_worked_examples():
-    assert _delight1(1, [.1, 2], DelightParams()) == pytest.approx([0.524979, 0.880797], abs=1e-6)
-    assert _delight1(-1, [.1, 2], DelightParams()) == pytest.approx([-0.475021, -0.119203], abs=1e-6)
-    assert _delight1(1, [.1, .3, 2.0], DelightParams(norm="scale")) == pytest.approx(
-        [0.529294, 0.587085, 0.912631], abs=1e-6)
-    assert _delight1(0, [.1, 2], DelightParams()) == [0.0, 0.0]
+    assert _delight1(1, [0.1, 2], DelightParams()) == pytest.approx([0.524979, 0.880797], abs=1e-6)
+    assert _delight1(-1, [0.1, 2], DelightParams()) == pytest.approx(
+        [-0.475021, -0.119203], abs=1e-6
+    )
+    assert _delight1(1, [0.1, 0.3, 2.0], DelightParams(norm="scale")) == pytest.approx(
+        [0.529294, 0.587085, 0.912631], abs=1e-6
+    )
+    assert _delight1(0, [0.1, 2], DelightParams()) == [0.0, 0.0]
     assert _delight1(1, [], DelightParams()) == []
 
 
 def test_delight_sepa_worked_example():
-    layout, s = Ragged.of([[.1, 2]])
-    tok, metrics = delight(layout, np.array([1.0]), -s, DelightParams(), sepa_lambda=0.5, eta_prev=None)
+    layout, s = Ragged.of([[0.1, 2]])
+    tok, metrics = delight(
+        layout, np.array([1.0]), -s, DelightParams(), sepa_lambda=0.5, eta_prev=None
+    )
     assert tok.tolist() == pytest.approx([0.762490, 0.940399], abs=1e-6)
     assert metrics["dg_lambda"] == 0.5
     tok0, _ = delight(layout, np.array([1.0]), -s, DelightParams(), sepa_lambda=0.0, eta_prev=None)
@@ -96,32 +116,38 @@ def keep1(a, s, k):
 
 
 def test_hard_delight_worked_examples():
-    s = [.1, 2, .5, 3, .2]
-    assert keep1(1, s, .4) == [0, 1, 0, 1, 0]
-    assert keep1(-1, s, .4) == [1, 0, 0, 0, 1]
-    assert keep1(1, [1, 1, 1, 1], .5) == [1, 1, 0, 0]
-    assert keep1(-1, [1, 1, 1, 1], .5) == [1, 1, 0, 0]
+    s = [0.1, 2, 0.5, 3, 0.2]
+    assert keep1(1, s, 0.4) == [0, 1, 0, 1, 0]
+    assert keep1(-1, s, 0.4) == [1, 0, 0, 0, 1]
+    assert keep1(1, [1, 1, 1, 1], 0.5) == [1, 1, 0, 0]
+    assert keep1(-1, [1, 1, 1, 1], 0.5) == [1, 1, 0, 0]
     p = pipe("hard_delight", delight_k_frac=0.4)
     result = p.compute_group([1.0], [[-x for x in s]], sepa_lambda=0.5)
     assert rows(result) == [[0.0] * 5]  # one completion: grpo advantage 0
     layout, flat = Ragged.of([s])
     from retrain.advantages.delight.transform import hard_delight
-    tok, _ = hard_delight(layout, np.array([-1.0]), -flat, DelightParams(k_frac=.4), sepa_lambda=1.0)
+
+    tok, _ = hard_delight(
+        layout, np.array([-1.0]), -flat, DelightParams(k_frac=0.4), sepa_lambda=1.0
+    )
     assert tok.tolist() == [-1, 0, 0, 0, -1]
-    tok, _ = hard_delight(layout, np.array([1.0]), -flat, DelightParams(k_frac=.4), sepa_lambda=0.5)
-    assert tok.tolist() == [.5, 1, .5, 1, .5]
+    tok, _ = hard_delight(
+        layout, np.array([1.0]), -flat, DelightParams(k_frac=0.4), sepa_lambda=0.5
+    )
+    assert tok.tolist() == [0.5, 1, 0.5, 1, 0.5]
 
 
 def test_hard_delight_through_the_pipeline():
     result = pipe("hard_delight", delight_k_frac=0.4).compute_group(
-        [1, 0], lp_of([[.1, 2, .5, 3, .2], [.5, 1.5]]), sepa_lambda=1.0)
-    close_rows(rows(result), [[0, .5, 0, .5, 0], [-.5, 0]])
+        [1, 0], lp_of([[0.1, 2, 0.5, 3, 0.2], [0.5, 1.5]]), sepa_lambda=1.0
+    )
+    close_rows(rows(result), [[0, 0.5, 0, 0.5, 0], [-0.5, 0]])
     assert result.metrics["hard_dg_active_frac"] == pytest.approx(3 / 7)
     assert result.metrics["hard_dg_net_bias"] == pytest.approx(-1.0)
     assert result.metrics["hard_dg_k_frac"] == 0.4 and result.metrics["hard_dg_lambda"] == 1.0
 
 
-S = [[.1, 2.0], [.5, 1.5]]
+S = [[0.1, 2.0], [0.5, 1.5]]
 
 
 def test_adaptive_eta_worked_example():
@@ -141,8 +167,9 @@ def test_adaptive_eta_ema_worked_example():
 
 
 def test_adaptive_eta_ordering_gap_worked_example():
-    result = pipe("delight", delight_eta_mode="adaptive",
-                  delight_eta_target_ordering_gap=0.5).compute_group([1, 0], lp_of(S))
+    result = pipe(
+        "delight", delight_eta_mode="adaptive", delight_eta_target_ordering_gap=0.5
+    ).compute_group([1, 0], lp_of(S))
     assert result.metrics["dg_eta"] == pytest.approx(0.344286, abs=1e-6)
     close_rows(rows(result), [[0.268122, 0.474036], [-0.163021, -0.050852]])
 
@@ -153,7 +180,9 @@ def test_fixed_eta_and_delight_sepa_worked_examples():
     assert fixed.metrics["dg_eta"] == 1.0 and fixed.metrics["dg_eta_adaptive"] == 0.0
     sepa = pipe("delight_sepa").compute_group([1, 0], lp_of(S), sepa_lambda=0.5)
     close_rows(rows(sepa), [[0.378289, 0.435320], [-0.344385, -0.295606]])
-    override = pipe("delight_sepa", delight_lambda=0.5).compute_group([1, 0], lp_of(S), sepa_lambda=0.0)
+    override = pipe("delight_sepa", delight_lambda=0.5).compute_group(
+        [1, 0], lp_of(S), sepa_lambda=0.0
+    )
     close_rows(rows(override), rows(sepa))
 
 
@@ -178,7 +207,9 @@ def test_uniform_group_metrics_are_absent_not_zero():
 
 
 def test_param_parsing():
-    p = parse_params({"delight_normalize": True, "delight_eta_adaptive": "true"}, default_norm="none")
+    p = parse_params(
+        {"delight_normalize": True, "delight_eta_adaptive": "true"}, default_norm="none"
+    )
     assert p.norm == "scale" and p.eta.adaptive
     assert parse_params({}, default_norm="scale").norm == "scale"
     with pytest.raises(ValueError, match="delight_norm_mode"):

@@ -25,7 +25,7 @@ def test_fixed_beta_worked_example():
 
 
 def test_three_rewards_worked_example():
-    adv, m = run([.3, .5, .9])
+    adv, m = run([0.3, 0.5, 0.9])
     assert m["discover_beta"] == pytest.approx(2.551913, abs=1e-6)
     assert adv.tolist() == pytest.approx([-0.588444, -0.314377, 0.902821], abs=1e-6)
 
@@ -47,8 +47,11 @@ def test_through_the_pipeline():
     from retrain.advantages.pipeline import build_pipeline
     from retrain.config.schema import AlgorithmConfig, TrainConfig
 
-    p = build_pipeline(TrainConfig(algorithm=AlgorithmConfig(algorithm_mode="ttt_discover_entropic",
-                                                             params={"beta": 1})))
+    p = build_pipeline(
+        TrainConfig(
+            algorithm=AlgorithmConfig(algorithm_mode="ttt_discover_entropic", params={"beta": 1})
+        )
+    )
     result = p.compute_group([1, 0, 0, 0], [[-0.5, -0.1], [-1.0], [], [-0.3]])
     assert result.completions()[0].tolist() == pytest.approx([0.901468] * 2, abs=1e-6)
     assert not p.token_varying

@@ -21,12 +21,15 @@ def test_grpo_edges():
     assert grpo([0.1, 0.1, 0.1]).tolist() == [0.0, 0.0, 0.0]
 
 
-@pytest.mark.parametrize(("rewards", "expected"), [
-    ([1, 0, 0, 0], [2.999988, -0.999996, -0.999996, -0.999996]),
-    ([1, 1, 1, 0], [0.333333, 0.333333, 0.333333, -0.999999]),
-    ([-1, 0], [0.0, 0.0]),
-    ([0.5, 0], [0.999996, -0.999996]),
-])
+@pytest.mark.parametrize(
+    ("rewards", "expected"),
+    [
+        ([1, 0, 0, 0], [2.999988, -0.999996, -0.999996, -0.999996]),
+        ([1, 1, 1, 0], [0.333333, 0.333333, 0.333333, -0.999999]),
+        ([-1, 0], [0.0, 0.0]),
+        ([0.5, 0], [0.999996, -0.999996]),
+    ],
+)
 def test_maxrl_worked_examples(rewards, expected):
     close(maxrl(rewards), expected)
 
@@ -36,15 +39,19 @@ def test_reinforce_pp_group_step_is_grpo():
 
 
 def test_batch_normalize_worked_example():
-    rows, metrics = batch_normalize([np.array([0, 0, .75, .75]), np.array([0, -.25, -.25]), np.array([0, 0])])
+    rows, metrics = batch_normalize(
+        [np.array([0, 0, 0.75, 0.75]), np.array([0, -0.25, -0.25]), np.array([0, 0])]
+    )
     close(rows[0], [0, 0, 0.99999998, 0.99999998], 1e-8)
     close(rows[1], [0, -0.99999998, -0.99999998], 1e-8)
     close(rows[2], [0, 0])
-    assert metrics == pytest.approx({"batch_adv_count": 4.0, "batch_adv_mean": 0.25, "batch_adv_std": 0.5})
+    assert metrics == pytest.approx(
+        {"batch_adv_count": 4.0, "batch_adv_mean": 0.25, "batch_adv_std": 0.5}
+    )
 
 
 def test_batch_normalize_constant_values_are_only_centred():
-    rows, _ = batch_normalize([np.array([0, .5, .5]), np.array([.5])])
+    rows, _ = batch_normalize([np.array([0, 0.5, 0.5]), np.array([0.5])])
     assert [r.tolist() for r in rows] == [[0, 0, 0], [0]]
 
 

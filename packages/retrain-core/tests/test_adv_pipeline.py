@@ -20,13 +20,20 @@ from retrain.registry.core import register, unregister
 def make_config(**sections: dict[str, Any]) -> TrainConfig:
     config = TrainConfig()
     for name, values in sections.items():
-        config = msgspec.structs.replace(config, **{name: msgspec.structs.replace(getattr(config, name), **values)})
+        config = msgspec.structs.replace(
+            config, **{name: msgspec.structs.replace(getattr(config, name), **values)}
+        )
     return config
 
 
 def pipe(adv="grpo", transform="none", beta=0.1, alpha=0.2, **algorithm):
-    return build_pipeline(make_config(algorithm={"advantage_mode": adv, "transform_mode": transform, **algorithm},
-                                      gtpo={"beta": beta}, hicra={"alpha": alpha}))
+    return build_pipeline(
+        make_config(
+            algorithm={"advantage_mode": adv, "transform_mode": transform, **algorithm},
+            gtpo={"beta": beta},
+            hicra={"alpha": alpha},
+        )
+    )
 
 
 R = [1, 0]
@@ -44,14 +51,37 @@ def close_rows(actual, expected, tol=1e-6):
         assert a == pytest.approx(e, abs=tol)
 
 
-@pytest.mark.parametrize(("adv", "transform", "params", "expected"), [
-    ("grpo", "none", {}, [[.5, .5, .5, .5], [-.5, -.5]]),
-    ("maxrl", "gtpo", {}, [[0.921051, 1.005261, 1.110524, 0.963156], [-0.949998, -1.049998]]),
-    ("maxrl", "gtpo_hicra", {}, [[0.921051, 1.206313, 1.110524, 0.963156], [-0.949998, -1.049998]]),
-    ("maxrl", "gtpo_sepa", {}, [[0.959647, 1.005261, 1.054384, 0.980700], [-0.974998, -1.024998]]),
-    ("grpo", "gtpo_sepa_amp", {}, [[0.441228, 0.502632, 0.583333, 0.472807], [-0.4625, -0.5375]]),
-    ("grpo", "entropy_mask", {"surprisal_mask_rho": 0.5}, [[0, 0.502632, 0.555263, 0], [0, -0.525]]),
-])
+@pytest.mark.parametrize(
+    ("adv", "transform", "params", "expected"),
+    [
+        ("grpo", "none", {}, [[0.5, 0.5, 0.5, 0.5], [-0.5, -0.5]]),
+        ("maxrl", "gtpo", {}, [[0.921051, 1.005261, 1.110524, 0.963156], [-0.949998, -1.049998]]),
+        (
+            "maxrl",
+            "gtpo_hicra",
+            {},
+            [[0.921051, 1.206313, 1.110524, 0.963156], [-0.949998, -1.049998]],
+        ),
+        (
+            "maxrl",
+            "gtpo_sepa",
+            {},
+            [[0.959647, 1.005261, 1.054384, 0.980700], [-0.974998, -1.024998]],
+        ),
+        (
+            "grpo",
+            "gtpo_sepa_amp",
+            {},
+            [[0.441228, 0.502632, 0.583333, 0.472807], [-0.4625, -0.5375]],
+        ),
+        (
+            "grpo",
+            "entropy_mask",
+            {"surprisal_mask_rho": 0.5},
+            [[0, 0.502632, 0.555263, 0], [0, -0.525]],
+        ),
+    ],
+)
 def test_pipeline_worked_examples(adv, transform, params, expected):
     result = pipe(adv, transform, **params).compute_group(R, LP, planning_masks=M, sepa_lambda=0.5)
     close_rows(rows(result), expected)
@@ -69,7 +99,9 @@ def test_pipeline_stats_worked_example():
     assert m["plan_surprisal_var"] == pytest.approx(0.0)
     assert m["exec_entropy_mean"] == m["exec_surprisal_mean"]
     assert m["post_exec_surprisal_var"] == pytest.approx(0.1154, abs=1e-4)
-    assert result.stats is not None and result.stats.exec_.count == 5 and result.stats.plan.count == 1
+    assert (
+        result.stats is not None and result.stats.exec_.count == 5 and result.stats.plan.count == 1
+    )
 
 
 def test_predictive_variance_worked_example():
@@ -80,8 +112,8 @@ def test_predictive_variance_worked_example():
 def test_shannon_entropy_worked_example():
     p = pipe("grpo", "gtpo", beta=1.0, uncertainty_kind="shannon_entropy")
     assert p.needs_entropies
-    result = p.compute_group(R, LP, entropies=[[.5, .5, 1, 2], [1, 1]])
-    close_rows(rows(result), [[.25, .25, .5, 1.0], [-.5, -.5]])
+    result = p.compute_group(R, LP, entropies=[[0.5, 0.5, 1, 2], [1, 1]])
+    close_rows(rows(result), [[0.25, 0.25, 0.5, 1.0], [-0.5, -0.5]])
     with pytest.raises(ValueError, match="entropies"):
         p.compute_group(R, LP)
 
@@ -99,13 +131,18 @@ def test_needs_planning_masks_when_declared():
     assert not pipe("grpo", "gtpo").needs_planning
 
 
-@pytest.mark.parametrize(("mode", "adv", "transform"), [
-    ("grpo_none", "grpo", "none"), ("maxrl_gtpo", "maxrl", "gtpo"),
-    ("maxrl_gtpo_hicra", "maxrl", "gtpo_hicra"), ("maxrl_gtpo_sepa", "maxrl", "gtpo_sepa"),
-    ("reinforce_pp_gtpo_sepa", "reinforce_pp", "gtpo_sepa"),
-    ("reinforce_pp_delight", "reinforce_pp", "delight"),
-    ("reinforce_pp_delight_sepa", "reinforce_pp", "delight_sepa"),
-])
+@pytest.mark.parametrize(
+    ("mode", "adv", "transform"),
+    [
+        ("grpo_none", "grpo", "none"),
+        ("maxrl_gtpo", "maxrl", "gtpo"),
+        ("maxrl_gtpo_hicra", "maxrl", "gtpo_hicra"),
+        ("maxrl_gtpo_sepa", "maxrl", "gtpo_sepa"),
+        ("reinforce_pp_gtpo_sepa", "reinforce_pp", "gtpo_sepa"),
+        ("reinforce_pp_delight", "reinforce_pp", "delight"),
+        ("reinforce_pp_delight_sepa", "reinforce_pp", "delight_sepa"),
+    ],
+)
 def test_algorithm_modes_are_their_recipes(mode, adv, transform):
     full = build_pipeline(make_config(algorithm={"algorithm_mode": mode}))
     parts = pipe(adv, transform)
@@ -118,8 +155,14 @@ def test_algorithm_modes_are_their_recipes(mode, adv, transform):
 
 
 def test_algorithm_mode_reads_nested_transform_params():
-    p = build_pipeline(make_config(algorithm={"algorithm_mode": "reinforce_pp_delight",
-                                              "params": {"transform_params": {"delight_eta": 2.0}}}))
+    p = build_pipeline(
+        make_config(
+            algorithm={
+                "algorithm_mode": "reinforce_pp_delight",
+                "params": {"transform_params": {"delight_eta": 2.0}},
+            }
+        )
+    )
     assert p.params["delight_eta"] == 2.0
 
 
@@ -127,14 +170,22 @@ def test_token_varying_and_batch_norm_flags():
     assert not pipe("grpo", "none").token_varying
     assert pipe("grpo", "gtpo").token_varying and pipe("grpo", "delight").token_varying
     assert pipe("reinforce_pp", "none").batch_normalize
-    flagged = build_pipeline(make_config(algorithm={"advantage_mode": "grpo", "transform_mode": "none"},
-                                         training={"batch_advantage_norm": True}))
+    flagged = build_pipeline(
+        make_config(
+            algorithm={"advantage_mode": "grpo", "transform_mode": "none"},
+            training={"batch_advantage_norm": True},
+        )
+    )
     assert flagged.batch_normalize
 
 
 def test_empty_and_single_completions():
-    result = pipe("maxrl", "gtpo_sepa").compute_group([1.0, 0.0, 1.0], [[-0.1, -2.0], [], [-0.5]],
-                                                      planning_masks=[[0, 1], [], [0]], sepa_lambda=0.5)
+    result = pipe("maxrl", "gtpo_sepa").compute_group(
+        [1.0, 0.0, 1.0],
+        [[-0.1, -2.0], [], [-0.5]],
+        planning_masks=[[0, 1], [], [0]],
+        sepa_lambda=0.5,
+    )
     assert [len(r) for r in result.completions()] == [2, 0, 1]
     assert result.offsets.tolist() == [0, 2, 2, 3]
 
@@ -144,8 +195,12 @@ def test_compute_groups_merges_metrics():
     groups = [GroupInput([1, 0], LP), GroupInput([0, 1, 1], [[-0.3], [-0.2, -0.9], []])]
     results, merged = p.compute_groups(groups, sepa_lambda=0.0)
     assert len(results) == 2
-    tokens = np.concatenate([np.minimum(-np.concatenate([np.asarray(x) for x in lp]), 50)
-                             for lp in (LP, [[-0.3], [-0.2, -0.9], []])])
+    tokens = np.concatenate(
+        [
+            np.minimum(-np.concatenate([np.asarray(x) for x in lp]), 50)
+            for lp in (LP, [[-0.3], [-0.2, -0.9], []])
+        ]
+    )
     assert merged["exec_surprisal_mean"] == pytest.approx(tokens.mean())
     assert merged["exec_surprisal_var"] == pytest.approx(tokens.var())
 
@@ -186,14 +241,17 @@ def _advantage_plain(rewards):
     return [-r for r in rewards]
 
 
-@pytest.mark.parametrize(("obj", "params", "expected"), [
-    (_advantage_ctx, {}, [2.0, 0.0]),
-    (_advantage_params, {"offset": 0.5}, [0.5, -0.5]),
-    (_advantage_kwonly, {}, [1.0, 0.0]),
-    (_advantage_plain, {}, [-1.0, 0.0]),
-    (AdvantageSpec("spec", _advantage_plain), {}, [-1.0, 0.0]),
-    (lambda: _advantage_plain, {}, [-1.0, 0.0]),
-])
+@pytest.mark.parametrize(
+    ("obj", "params", "expected"),
+    [
+        (_advantage_ctx, {}, [2.0, 0.0]),
+        (_advantage_params, {"offset": 0.5}, [0.5, -0.5]),
+        (_advantage_kwonly, {}, [1.0, 0.0]),
+        (_advantage_plain, {}, [-1.0, 0.0]),
+        (AdvantageSpec("spec", _advantage_plain), {}, [-1.0, 0.0]),
+        (lambda: _advantage_plain, {}, [-1.0, 0.0]),
+    ],
+)
 def test_advantage_plugin_conventions(obj, params, expected):
     register("advantage_mode", "test_plugin", obj)
     try:
@@ -214,23 +272,32 @@ def test_advantage_plugin_output_is_validated():
 
 def test_transform_plugin_callable_and_spec():
     def halve(ctx):
-        return TransformOutput([[a / 2] * len(lp) for a, lp in zip(ctx.episode_advantages, ctx.logprobs, strict=True)],
-                               extra_metrics={"halved": 1.0})
+        return TransformOutput(
+            [[a / 2] * len(lp) for a, lp in zip(ctx.episode_advantages, ctx.logprobs, strict=True)],
+            extra_metrics={"halved": 1.0},
+        )
+
     halve.needs_planning = True
     register("transform_mode", "test_halve", halve)
-    spec = TransformSpec("test_pool", needs_planning=True, uses_sepa_controller=True,
-                         entropy_transform=lambda u, m, lam: [x * (1 - lam) for x in u])
+    spec = TransformSpec(
+        "test_pool",
+        needs_planning=True,
+        uses_sepa_controller=True,
+        entropy_transform=lambda u, m, lam: [x * (1 - lam) for x in u],
+    )
     register("transform_mode", "test_pool", spec)
     try:
         p = pipe("grpo", "test_halve")
         assert p.needs_planning
         result = p.compute_group(R, LP, planning_masks=M)
-        close_rows(rows(result), [[.25] * 4, [-.25] * 2])
+        close_rows(rows(result), [[0.25] * 4, [-0.25] * 2])
         assert result.metrics["halved"] == 1.0
         q = pipe("grpo", "test_pool")
         assert q.uses_sepa_controller
         # lambda = 1 scales every uncertainty to 0 -> uniform GTPO weights
-        close_rows(rows(q.compute_group(R, LP, planning_masks=M, sepa_lambda=1.0)), [[.5] * 4, [-.5] * 2])
+        close_rows(
+            rows(q.compute_group(R, LP, planning_masks=M, sepa_lambda=1.0)), [[0.5] * 4, [-0.5] * 2]
+        )
     finally:
         unregister("transform_mode", "test_halve")
         unregister("transform_mode", "test_pool")
@@ -247,7 +314,10 @@ def test_transform_plugin_bad_shape():
 
 def test_algorithm_plugin():
     def flat(ctx):
-        return AlgorithmOutput([[r] * len(lp) for r, lp in zip(ctx.rewards, ctx.logprobs, strict=True)])
+        return AlgorithmOutput(
+            [[r] * len(lp) for r, lp in zip(ctx.rewards, ctx.logprobs, strict=True)]
+        )
+
     register("algorithm_mode", "test_flat", flat)
     try:
         p = build_pipeline(make_config(algorithm={"algorithm_mode": "test_flat"}))
@@ -263,7 +333,8 @@ def test_dotted_path_plugins(tmp_path, monkeypatch):
         "from retrain.advantages.uncertainty import UncertaintySpec\n"
         "def adv(rewards):\n    return [r * 10 for r in rewards]\n"
         "def unc(ctx):\n    return [1.0 if i == 0 else 0.0 for i in range(len(ctx.logprobs))]\n"
-        "UNC = UncertaintySpec('first', unc)\n")
+        "UNC = UncertaintySpec('first', unc)\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
         p = pipe("myplug.adv", "gtpo", beta=1.0, uncertainty_kind="myplug.UNC")
@@ -281,6 +352,10 @@ def test_uncertainty_spec_object_is_accepted():
 def test_outputs_are_finite_for_extreme_inputs():
     p = pipe("maxrl", "gtpo_sepa", beta=50.0)
     big = 1e300
-    result = p.compute_group([big, -big, 1e-7], [[-1e9, 0.0, -np.inf], [], [-0.0]],
-                             planning_masks=[[0, 1, 0], [], [0]], sepa_lambda=1.0)
+    result = p.compute_group(
+        [big, -big, 1e-7],
+        [[-1e9, 0.0, -np.inf], [], [-0.0]],
+        planning_masks=[[0, 1, 0], [], [0]],
+        sepa_lambda=1.0,
+    )
     assert all(math.isfinite(v) for v in result.tokens.tolist())

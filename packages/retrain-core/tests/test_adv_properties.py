@@ -22,16 +22,25 @@ from retrain.config.schema import TrainConfig
 from retrain.registry import builtin
 from retrain.training.signals import apply_advantage_cap
 
-SETTINGS = settings(max_examples=int(__import__("os").environ.get("RETRAIN_HYPOTHESIS_EXAMPLES", "40")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=int(__import__("os").environ.get("RETRAIN_HYPOTHESIS_EXAMPLES", "40")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 finite = st.floats(allow_nan=False, allow_infinity=False)
 rewards_st = st.one_of(finite, st.sampled_from([0.0, 1.0, 0.5]))
-logprob_st = st.one_of(st.floats(min_value=-1e308, max_value=0.0, allow_nan=False), st.just(-0.0),
-                       st.floats(min_value=-60.0, max_value=0.0))
+logprob_st = st.one_of(
+    st.floats(min_value=-1e308, max_value=0.0, allow_nan=False),
+    st.just(-0.0),
+    st.floats(min_value=-60.0, max_value=0.0),
+)
 
 
 @st.composite
-def groups(draw: Any, max_g: int = 6, max_len: int = 8) -> tuple[list[float], list[list[float]], list[list[int]]]:
+def groups(
+    draw: Any, max_g: int = 6, max_len: int = 8
+) -> tuple[list[float], list[list[float]], list[list[int]]]:
     g = draw(st.integers(1, max_g))
     rewards = draw(st.lists(rewards_st, min_size=g, max_size=g))
     lps = [draw(st.lists(logprob_st, max_size=max_len)) for _ in range(g)]
@@ -46,10 +55,19 @@ def pipeline(adv: str, transform: str, beta: float = 0.1, alpha: float = 0.2, **
     key = repr((adv, transform, beta, alpha, sorted(params.items())))
     if key not in PIPELINES:
         c = TrainConfig()
-        a = msgspec.structs.replace(c.algorithm, advantage_mode=adv, transform_mode=transform,
-                                    transform_params=params, surprisal_mask_rho=0.3)
-        c = msgspec.structs.replace(c, algorithm=a, gtpo=msgspec.structs.replace(c.gtpo, beta=beta),
-                                    hicra=msgspec.structs.replace(c.hicra, alpha=alpha))
+        a = msgspec.structs.replace(
+            c.algorithm,
+            advantage_mode=adv,
+            transform_mode=transform,
+            transform_params=params,
+            surprisal_mask_rho=0.3,
+        )
+        c = msgspec.structs.replace(
+            c,
+            algorithm=a,
+            gtpo=msgspec.structs.replace(c.gtpo, beta=beta),
+            hicra=msgspec.structs.replace(c.hicra, alpha=alpha),
+        )
         PIPELINES[key] = build_pipeline(c)
     return PIPELINES[key]
 
@@ -66,8 +84,16 @@ def check_result(result: Any, lps: list[list[float]]) -> list[np.ndarray]:
 
 
 @SETTINGS
-@given(groups(), st.sampled_from(COMBOS), st.floats(-1.0, 2.0), st.floats(0.0, 50.0), st.floats(0.0, 1.0))
-def test_any_finite_group(group: Any, combo: tuple[str, str], lam: float, beta: float, alpha: float) -> None:
+@given(
+    groups(),
+    st.sampled_from(COMBOS),
+    st.floats(-1.0, 2.0),
+    st.floats(0.0, 50.0),
+    st.floats(0.0, 1.0),
+)
+def test_any_finite_group(
+    group: Any, combo: tuple[str, str], lam: float, beta: float, alpha: float
+) -> None:
     rewards, lps, masks = group
     p = pipeline(*combo, beta=round(beta, 1), alpha=round(alpha, 1))
     result = p.compute_group(rewards, lps, planning_masks=masks, sepa_lambda=lam, step=3)
@@ -78,12 +104,18 @@ def test_any_finite_group(group: Any, combo: tuple[str, str], lam: float, beta: 
 
 
 @SETTINGS
-@given(groups(), st.sampled_from(COMBOS + [("discover_entropic", "none")]), rewards_st)
-def test_uniform_group_gets_zero_advantages(group: Any, combo: tuple[str, str], value: float) -> None:
+@given(groups(), st.sampled_from([*COMBOS, ("discover_entropic", "none")]), rewards_st)
+def test_uniform_group_gets_zero_advantages(
+    group: Any, combo: tuple[str, str], value: float
+) -> None:
     _, lps, masks = group
     rewards = [value] * len(lps)
     if combo[0] == "discover_entropic":
-        c = TrainConfig(algorithm=msgspec.structs.replace(TrainConfig().algorithm, algorithm_mode="discover_entropic"))
+        c = TrainConfig(
+            algorithm=msgspec.structs.replace(
+                TrainConfig().algorithm, algorithm_mode="discover_entropic"
+            )
+        )
         p = build_pipeline(c)
     else:
         p = pipeline(*combo)
@@ -106,9 +138,17 @@ def test_grpo_sums_to_zero(rewards: list[float]) -> None:
 @given(groups(max_g=4), st.sampled_from(["delight", "delight_sepa"]), st.floats(0.05, 5.0))
 def test_adaptive_eta_is_finite(group: Any, transform: str, target: float) -> None:
     rewards, lps, masks = group
-    p = pipeline("grpo", transform, delight_eta_mode="adaptive", delight_norm_mode="mad_scale",
-                 delight_eta_target_ordering_gap=round(target, 2), delight_eta_ema_decay=0.5)
-    result = p.compute_group(rewards, lps, planning_masks=masks, sepa_lambda=0.5, delight_eta_prev=1.0)
+    p = pipeline(
+        "grpo",
+        transform,
+        delight_eta_mode="adaptive",
+        delight_norm_mode="mad_scale",
+        delight_eta_target_ordering_gap=round(target, 2),
+        delight_eta_ema_decay=0.5,
+    )
+    result = p.compute_group(
+        rewards, lps, planning_masks=masks, sepa_lambda=0.5, delight_eta_prev=1.0
+    )
     check_result(result, lps)
     assert 0.05 <= result.metrics["dg_eta"] <= 5.0
 
@@ -137,7 +177,9 @@ def test_ragged_reductions_match_rows(rows: list[list[float]], data: Any) -> Non
         if row:
             assert np.isclose(layout.median(flat)[i], np.median(row))
             assert np.isclose(layout.std(flat)[i], np.std(row), atol=1e-9)
-    mask = np.asarray(data.draw(st.lists(st.integers(0, 1), min_size=len(flat), max_size=len(flat))), float)
+    mask = np.asarray(
+        data.draw(st.lists(st.integers(0, 1), min_size=len(flat), max_size=len(flat))), float
+    )
     pooled = credit.sepa_pool(layout, flat, mask, 0.6)
     ex = mask == 0
     for i, (lo, hi) in enumerate(zip(layout.offsets[:-1], layout.offsets[1:], strict=True)):
@@ -148,7 +190,10 @@ def test_ragged_reductions_match_rows(rows: list[list[float]], data: Any) -> Non
 
 
 @SETTINGS
-@given(st.lists(st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0]), max_size=9), min_size=1, max_size=5), st.data())
+@given(
+    st.lists(st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0]), max_size=9), min_size=1, max_size=5),
+    st.data(),
+)
 def test_top_k_matches_a_stable_sort(rows: list[list[float]], data: Any) -> None:
     layout, flat = Ragged.of(rows)
     k = np.asarray([data.draw(st.integers(0, len(r) + 1)) for r in rows], dtype=np.int64)
@@ -156,4 +201,4 @@ def test_top_k_matches_a_stable_sort(rows: list[list[float]], data: Any) -> None
     for i, row in enumerate(rows):
         lo = int(layout.offsets[i])
         chosen = sorted(range(len(row)), key=lambda j: (-row[j], j))[: int(k[i])]
-        assert sorted(np.flatnonzero(keep[lo:lo + len(row)]).tolist()) == sorted(chosen)
+        assert sorted(np.flatnonzero(keep[lo : lo + len(row)]).tolist()) == sorted(chosen)

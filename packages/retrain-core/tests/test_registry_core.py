@@ -41,7 +41,9 @@ def test_unknown_names_list_what_is_known():
 
 def test_entry_points_resolve(monkeypatch):
     ep = metadata.EntryPoint("test_ep", "math:sqrt", "retrain.advantages")
-    monkeypatch.setattr(entry_points, "lookup", lambda group, name: ep if name == "test_ep" else None)
+    monkeypatch.setattr(
+        entry_points, "lookup", lambda group, name: ep if name == "test_ep" else None
+    )
     found = lookup("advantage_mode", "test_ep")
     assert found.source == "entry_point" and found.obj(4) == 2.0
 

@@ -68,11 +68,16 @@ def test_match_is_inline():
 
 
 def test_custom_sync_errors_and_timeouts(plugin_dir):
-    scorer = build_reward(reward_config(type="custom", custom_module="rewardplug", custom_function="score",
-                                        timeout_s=0.5))
+    scorer = build_reward(
+        reward_config(
+            type="custom", custom_module="rewardplug", custom_function="score", timeout_s=0.5
+        )
+    )
     assert scorer.mode == "thread"
     start = time.monotonic()
-    batch = scorer.score_batch(["a", "hang", "boom", "nan", "text", "b"], ["a", "x", "x", "x", "x", "b"])
+    batch = scorer.score_batch(
+        ["a", "hang", "boom", "nan", "text", "b"], ["a", "x", "x", "x", "x", "b"]
+    )
     assert time.monotonic() - start < 5
     assert batch.scores.tolist() == [1.0, 0.0, 0.0, 0.0, 0.25, 1.0]
     assert (batch.errors, batch.timeouts) == (2, 1)
@@ -81,8 +86,11 @@ def test_custom_sync_errors_and_timeouts(plugin_dir):
 
 
 def test_custom_async(plugin_dir):
-    scorer = build_reward(reward_config(type="custom", custom_module="rewardplug", custom_function="ascore",
-                                        timeout_s=0.5))
+    scorer = build_reward(
+        reward_config(
+            type="custom", custom_module="rewardplug", custom_function="ascore", timeout_s=0.5
+        )
+    )
     assert scorer.mode == "async"
     batch = scorer.score_batch(["a", "hang", "boom", "c"], ["a", "x", "x", "d"])
     assert batch.scores.tolist() == [1.0, 0.0, 0.0, 0.0]
@@ -115,8 +123,9 @@ def test_process_pool_reports_a_broken_target():
 def test_math_reward():
     scorer = build_reward(reward_config(type="math", timeout_s=20.0), workers=1)
     try:
-        batch = scorer.score_batch(["\\boxed{0.5}", "\\boxed{\\frac{2}{4}}", "\\boxed{3}", "none"],
-                                   ["\\frac{1}{2}"] * 4)
+        batch = scorer.score_batch(
+            ["\\boxed{0.5}", "\\boxed{\\frac{2}{4}}", "\\boxed{3}", "none"], ["\\frac{1}{2}"] * 4
+        )
         assert batch.scores.tolist() == [1.0, 1.0, 0.0, 0.0]
         assert batch.errors == 0
     finally:

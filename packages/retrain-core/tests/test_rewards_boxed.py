@@ -5,15 +5,18 @@ import pytest
 from retrain.rewards.boxed import MatchReward, StrictMatchReward, extract_boxed
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("The answer is \\boxed{42}.", "42"),
-    ("\\boxed{1} then \\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),
-    ("\\boxed{x^{2}+1", "x^{2}+1"),
-    ("\\boxed{a}}b", "a"),
-    ("\\boxed{ 7 }", "7"),
-    ("no box", ""),
-    ("\\boxed {3} and \\fbox{4}", ""),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The answer is \\boxed{42}.", "42"),
+        ("\\boxed{1} then \\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),
+        ("\\boxed{x^{2}+1", "x^{2}+1"),
+        ("\\boxed{a}}b", "a"),
+        ("\\boxed{ 7 }", "7"),
+        ("no box", ""),
+        ("\\boxed {3} and \\fbox{4}", ""),
+    ],
+)
 def test_extract_boxed_worked_examples(text, expected):
     assert extract_boxed(text) == expected
 

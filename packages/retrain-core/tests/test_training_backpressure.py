@@ -56,7 +56,9 @@ def test_before_any_fit():
     bp.observe(StepObservation(16, 1, 100, 1.0))
     rec = bp.recommend()
     assert rec.regime == "optimal"
-    assert rec.utilization == 0.0  # decision: unknown until the first fit (reference: EMA / 1 = 100)
+    assert (
+        rec.utilization == 0.0
+    )  # decision: unknown until the first fit (reference: EMA / 1 = 100)
 
 
 def test_roofline_uses_the_ridge_point():

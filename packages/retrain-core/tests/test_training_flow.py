@@ -13,7 +13,9 @@ from retrain.training.flow import trace
 def make_config(**sections: dict[str, Any]) -> TrainConfig:
     config = TrainConfig()
     for name, values in sections.items():
-        config = msgspec.structs.replace(config, **{name: msgspec.structs.replace(getattr(config, name), **values)})
+        config = msgspec.structs.replace(
+            config, **{name: msgspec.structs.replace(getattr(config, name), **values)}
+        )
     return config
 
 
@@ -37,8 +39,12 @@ def test_every_algorithm_mode_passes_on_local(mode):
 
 @pytest.mark.parametrize("transform", builtin.TRANSFORM_MODES)
 def test_scalar_backend_rejects_token_varying_transforms(transform):
-    report = trace(make_config(algorithm={"advantage_mode": "grpo", "transform_mode": transform},
-                               backend={"backend": "prime_rl"}))
+    report = trace(
+        make_config(
+            algorithm={"advantage_mode": "grpo", "transform_mode": transform},
+            backend={"backend": "prime_rl"},
+        )
+    )
     if transform == "none":
         assert report.ok
     else:
@@ -49,20 +55,31 @@ def test_scalar_backend_rejects_token_varying_transforms(transform):
 
 @pytest.mark.parametrize("mode", builtin.TOKEN_VARYING_ALGORITHMS)
 def test_scalar_backend_rejects_token_varying_algorithms(mode):
-    assert not trace(make_config(algorithm={"algorithm_mode": mode}, backend={"backend": "prime_rl"})).ok
+    assert not trace(
+        make_config(algorithm={"algorithm_mode": mode}, backend={"backend": "prime_rl"})
+    ).ok
 
 
 def test_json_shape():
     d = trace(TrainConfig()).to_dict()
     assert set(d) == {"ok", "probe_cases_run", "probe_cases_passed", "issues", "flow"}
-    assert {"condition_label", "backend", "backend_capability_source", "needs_planning",
-            "uses_sepa_controller", "preserves_token_advantages"} <= set(d["flow"])
+    assert {
+        "condition_label",
+        "backend",
+        "backend_capability_source",
+        "needs_planning",
+        "uses_sepa_controller",
+        "preserves_token_advantages",
+    } <= set(d["flow"])
     assert d["flow"]["condition_label"] == "maxrl+gtpo_sepa"
 
 
 def test_echo_and_sepa_and_mask_warnings():
-    report = trace(make_config(echo={"enabled": True}, sepa={"steps": 0},
-                               algorithm={"transform_mode": "entropy_mask"}))
+    report = trace(
+        make_config(
+            echo={"enabled": True}, sepa={"steps": 0}, algorithm={"transform_mode": "entropy_mask"}
+        )
+    )
     messages = " | ".join(i.message for i in report.issues)
     assert "no verifiers/openenv environment" in messages
     assert "surprisal_mask_rho = 0" in messages
@@ -70,14 +87,26 @@ def test_echo_and_sepa_and_mask_warnings():
     sepa = trace(make_config(sepa={"steps": 0}))
     assert any("keeps lambda at 0" in i.message for i in sepa.issues)
     tinker_echo = trace(make_config(echo={"enabled": True}, backend={"backend": "tinker"}))
-    assert any(i.category == "compat" and "shared forward" in i.message for i in errors(tinker_echo))
+    assert any(
+        i.category == "compat" and "shared forward" in i.message for i in errors(tinker_echo)
+    )
 
 
 def test_bad_params_and_unknown_delight_keys():
-    bad = trace(make_config(algorithm={"transform_mode": "delight",
-                                       "transform_params": {"delight_eta_ema_decay": 2.0}}))
+    bad = trace(
+        make_config(
+            algorithm={
+                "transform_mode": "delight",
+                "transform_params": {"delight_eta_ema_decay": 2.0},
+            }
+        )
+    )
     assert not bad.ok and bad.probe_cases_run == 0
-    typo = trace(make_config(algorithm={"transform_mode": "delight", "transform_params": {"delight_eta_mod": 1}}))
+    typo = trace(
+        make_config(
+            algorithm={"transform_mode": "delight", "transform_params": {"delight_eta_mod": 1}}
+        )
+    )
     assert typo.ok and any("delight_eta_mod" in i.message for i in typo.issues)
 
 
@@ -85,20 +114,29 @@ def test_semantic_detector_without_its_package():
     report = trace(make_config(planning={"detector": "semantic"}))
     assert any(i.category == "dep" and "sentence-transformers" in i.message for i in errors(report))
     # Not needed when the transform does not use planning masks.
-    assert trace(make_config(planning={"detector": "semantic"}, algorithm={"transform_mode": "gtpo"})).ok
+    assert trace(
+        make_config(planning={"detector": "semantic"}, algorithm={"transform_mode": "gtpo"})
+    ).ok
 
 
 def test_plugin_declaring_scalar_but_varying_is_caught():
     from retrain.registry.core import register, unregister
 
     def liar(ctx):
-        return [[a * (i + 1) for i in range(len(lp))] for a, lp in zip(ctx.episode_advantages, ctx.logprobs,
-                                                                        strict=True)]
+        return [
+            [a * (i + 1) for i in range(len(lp))]
+            for a, lp in zip(ctx.episode_advantages, ctx.logprobs, strict=True)
+        ]
+
     liar.token_varying = False
     register("transform_mode", "test_liar", liar)
     try:
-        report = trace(make_config(algorithm={"advantage_mode": "grpo", "transform_mode": "test_liar"},
-                                   backend={"backend": "prime_rl"}))
+        report = trace(
+            make_config(
+                algorithm={"advantage_mode": "grpo", "transform_mode": "test_liar"},
+                backend={"backend": "prime_rl"},
+            )
+        )
     finally:
         unregister("transform_mode", "test_liar")
     assert not report.ok and any(i.category == "probe" for i in errors(report))

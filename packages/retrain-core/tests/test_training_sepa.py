@@ -16,7 +16,9 @@ def test_linear_gate_worked_example():
     assert c.gate_open
     c.observe_correct_rate(0.0)
     assert c.gate_open
-    assert [c.resolve_lambda(s) for s in (0, 10, 11, 60, 110, 200)] == pytest.approx([0, 0, .01, .5, 1, 1])
+    assert [c.resolve_lambda(s) for s in (0, 10, 11, 60, 110, 200)] == pytest.approx(
+        [0, 0, 0.01, 0.5, 1, 1]
+    )
 
 
 def test_auto_worked_example():

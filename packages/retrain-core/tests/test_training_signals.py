@@ -17,7 +17,9 @@ def test_tie_worked_examples():
     t = summarize_reward_ties([1, 1 + 5e-7, 0, 0.5])
     assert (t.unique_count, t.tied_pairs, t.total_pairs) == (3, 1, 6)
     assert t.has_tie and not t.is_uniform
-    assert summarize_reward_ties([0, 6e-7, 1.2e-6]).unique_count == 2  # the anchor rule: no chaining
+    assert (
+        summarize_reward_ties([0, 6e-7, 1.2e-6]).unique_count == 2
+    )  # the anchor rule: no chaining
     single = summarize_reward_ties([1.0])
     assert not single.eligible and not single.is_uniform
 
@@ -36,9 +38,12 @@ def test_tie_metrics():
 
 def test_dispositions():
     uniform_right = summarize_reward_ties([1.0, 1.0])
-    assert group_disposition(uniform_right, [1.0, 1.0]) .label == "skipped (all correct)"
+    assert group_disposition(uniform_right, [1.0, 1.0]).label == "skipped (all correct)"
     assert not group_disposition(uniform_right, [1.0, 1.0]).train
-    assert group_disposition(summarize_reward_ties([0.0, 0.0]), [0.0, 0.0]).label == "skipped (all same)"
+    assert (
+        group_disposition(summarize_reward_ties([0.0, 0.0]), [0.0, 0.0]).label
+        == "skipped (all same)"
+    )
     assert group_disposition(uniform_right, [1.0, 1.0], tl_grpo=True).train
     assert "ECHO" in group_disposition(uniform_right, [1.0, 1.0], echo=True).label
     assert group_disposition(uniform_right, [1.0, 1.0], plugin_advantage=True).train
@@ -51,8 +56,8 @@ def test_correct_count_is_strict():
 
 
 def test_cap_worked_example():
-    rows, m = apply_advantage_cap([[0, 3, -.5], [0, -6]], 2.0)
-    assert [r.tolist() for r in rows] == [[0, 2, -.5], [0, -2]]
+    rows, m = apply_advantage_cap([[0, 3, -0.5], [0, -6]], 2.0)
+    assert [r.tolist() for r in rows] == [[0, 2, -0.5], [0, -2]]
     assert m["adv_cap_fraction"] == pytest.approx(2 / 3)
     assert m["adv_cap_magnitude"] == pytest.approx(4.5)
 

@@ -95,8 +95,11 @@ def batch_normalize(rows: Sequence[Floats]) -> tuple[list[Floats], dict[str, flo
     nonzero = flat != 0.0
     count = int(nonzero.sum())
     if count == 0:
-        return [a.copy() for a in arrays], {"batch_adv_count": 0.0, "batch_adv_mean": 0.0,
-                                            "batch_adv_std": 0.0}
+        return [a.copy() for a in arrays], {
+            "batch_adv_count": 0.0,
+            "batch_adv_mean": 0.0,
+            "batch_adv_std": 0.0,
+        }
     values = flat[nonzero]
     # Computed on values / scale so that huge advantages cannot overflow the moments.
     scale = float(np.max(np.abs(values)))

@@ -62,7 +62,9 @@ class Ragged:
         flat = np.concatenate(arrays, dtype=np.float64) if arrays else np.zeros(0, dtype=np.float64)
         return layout, flat
 
-    def flatten(self, rows: Sequence[ArrayLike], *, what: str, dtype: Any = np.float64) -> NDArray[Any]:
+    def flatten(
+        self, rows: Sequence[ArrayLike], *, what: str, dtype: Any = np.float64
+    ) -> NDArray[Any]:
         """Flat values of `rows`, checked against this layout's lengths."""
         if len(rows) != self.n:
             raise ValueError(f"{what}: expected {self.n} rows, got {len(rows)}")
@@ -88,7 +90,9 @@ class Ragged:
         """Per-segment sums of x over the flat indices `idx` only (cheap for sparse idx)."""
         if idx.size == 0:
             return np.zeros(self.n, dtype=np.float64)
-        return np.bincount(self.segment_of(idx), weights=x[idx], minlength=self.n).astype(np.float64, copy=False)
+        return np.bincount(self.segment_of(idx), weights=x[idx], minlength=self.n).astype(
+            np.float64, copy=False
+        )
 
     def count_at(self, idx: Ints) -> Floats:
         if idx.size == 0:
@@ -182,17 +186,19 @@ class Ragged:
         has = k > 0
         cut = np.full(self.n, np.inf)
         cut[has] = rows[np.flatnonzero(has), width - k[has]]
-        cut_flat = self.expand(cut)
-        above = key > cut_flat
-        tied = key == cut_flat
-        room = self.expand(k - self.sum(above.astype(np.float64)).astype(np.int64))
-        return above | (tied & (self._tied_rank(tied) <= room))
+        cut_flat: Floats = self.expand(cut)
+        above: NDArray[np.bool_] = key > cut_flat
+        tied: NDArray[np.bool_] = key == cut_flat
+        room: Ints = self.expand(k - self.sum(above.astype(np.float64)).astype(np.int64))
+        out: NDArray[np.bool_] = above | (tied & (self._tied_rank(tied) <= room))
+        return out
 
     def _tied_rank(self, tied: NDArray[np.bool_]) -> Ints:
         """1-based position of each True among the Trues of its segment (index order)."""
         running = np.cumsum(tied, dtype=np.int64)
-        starts = np.concatenate(([0], running))[self.offsets[:-1]]
-        return running - self.expand(starts)
+        starts: Ints = np.concatenate(([0], running))[self.offsets[:-1]]
+        out: Ints = running - self.expand(starts)
+        return out
 
     def split(self, flat: NDArray[Any]) -> list[NDArray[Any]]:
         """Per-segment views of a flat array."""

@@ -18,7 +18,11 @@ import numpy as np
 from retrain.advantages.ragged import FLOAT_MAX, Floats, Ints, Ragged
 
 STAT_KEYS = frozenset(
-    [f"{n}_surprisal_{m}" for n in ("exec", "plan", "post_exec", "post_plan") for m in ("mean", "var")]
+    [
+        f"{n}_surprisal_{m}"
+        for n in ("exec", "plan", "post_exec", "post_plan")
+        for m in ("mean", "var")
+    ]
     + [f"{n}_entropy_{m}" for n in ("exec", "plan") for m in ("mean", "var")]
 )
 
@@ -97,13 +101,21 @@ class TokenStats:
 
     @classmethod
     def pooled(cls, parts: Sequence[TokenStats]) -> TokenStats:
-        return cls(*(Moments.pooled([getattr(p, f) for p in parts])
-                     for f in ("exec_", "plan", "post_exec", "post_plan")))
+        return cls(
+            *(
+                Moments.pooled([getattr(p, f) for p in parts])
+                for f in ("exec_", "plan", "post_exec", "post_plan")
+            )
+        )
 
     def metrics(self) -> dict[str, float]:
         out: dict[str, float] = {}
-        for name, m in (("exec", self.exec_), ("plan", self.plan), ("post_exec", self.post_exec),
-                        ("post_plan", self.post_plan)):
+        for name, m in (
+            ("exec", self.exec_),
+            ("plan", self.plan),
+            ("post_exec", self.post_exec),
+            ("post_plan", self.post_plan),
+        ):
             if m.count:
                 out[f"{name}_surprisal_mean"] = m.mean
                 out[f"{name}_surprisal_var"] = m.var
@@ -129,8 +141,14 @@ class GroupAdvantages:
     stats: TokenStats | None = None
 
     @classmethod
-    def build(cls, layout: Ragged, episode: Floats, tokens: Floats, metrics: dict[str, float],
-              stats: TokenStats | None = None) -> GroupAdvantages:
+    def build(
+        cls,
+        layout: Ragged,
+        episode: Floats,
+        tokens: Floats,
+        metrics: dict[str, float],
+        stats: TokenStats | None = None,
+    ) -> GroupAdvantages:
         full = dict(metrics)
         if stats is not None:
             full.update(stats.metrics())
@@ -138,7 +156,9 @@ class GroupAdvantages:
 
     def completions(self) -> list[Floats]:
         """Per-completion token advantages (views into `tokens`)."""
-        return np.split(self.tokens, self.offsets[1:-1].tolist()) if self.offsets.shape[0] > 1 else []
+        return (
+            np.split(self.tokens, self.offsets[1:-1].tolist()) if self.offsets.shape[0] > 1 else []
+        )
 
     @property
     def lengths(self) -> Ints:
@@ -149,9 +169,11 @@ class GroupAdvantages:
         return Ragged(self.lengths).spread(self.tokens)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"episode": self.episode.tolist(),
-                "token_advantages": [c.tolist() for c in self.completions()],
-                "metrics": dict(self.metrics)}
+        return {
+            "episode": self.episode.tolist(),
+            "token_advantages": [c.tolist() for c in self.completions()],
+            "metrics": dict(self.metrics),
+        }
 
 
 def merge_metrics(groups: Sequence[GroupAdvantages]) -> dict[str, float]:

@@ -67,8 +67,14 @@ class Uncertainty:
     needs_entropies: bool = False
     plugin: UncertaintySpec | None = None
 
-    def values(self, layout: Ragged, logprobs: Floats, entropies: Floats | None, mask: Floats,
-               params: dict[str, Any]) -> Floats:
+    def values(
+        self,
+        layout: Ragged,
+        logprobs: Floats,
+        entropies: Floats | None,
+        mask: Floats,
+        params: dict[str, Any],
+    ) -> Floats:
         if self.plugin is not None:
             return self._plugin_values(layout, logprobs, entropies, mask, params)
         if self.name == "surprisal":
@@ -76,12 +82,20 @@ class Uncertainty:
         if self.name == "predictive_variance":
             return predictive_variance(logprobs)
         if entropies is None:
-            raise ValueError("uncertainty_kind 'shannon_entropy' needs per-token entropies from the "
-                             "sampler (the pytorch inference engine provides them)")
+            raise ValueError(
+                "uncertainty_kind 'shannon_entropy' needs per-token entropies from the "
+                "sampler (the pytorch inference engine provides them)"
+            )
         return np.minimum(entropies, MAX_SURPRISAL)
 
-    def _plugin_values(self, layout: Ragged, logprobs: Floats, entropies: Floats | None,
-                       mask: Floats, params: dict[str, Any]) -> Floats:
+    def _plugin_values(
+        self,
+        layout: Ragged,
+        logprobs: Floats,
+        entropies: Floats | None,
+        mask: Floats,
+        params: dict[str, Any],
+    ) -> Floats:
         assert self.plugin is not None
         lp_rows = layout.split(logprobs)
         ent_rows = layout.split(entropies) if entropies is not None else [None] * layout.n
@@ -97,8 +111,10 @@ class Uncertainty:
             )
             row = np.asarray(list(self.plugin.compute(ctx)), dtype=np.float64).reshape(-1)
             if row.shape[0] != lp_rows[i].shape[0]:
-                raise ValueError(f"uncertainty plugin {self.name!r} returned {row.shape[0]} values "
-                                 f"for {lp_rows[i].shape[0]} tokens")
+                raise ValueError(
+                    f"uncertainty plugin {self.name!r} returned {row.shape[0]} values "
+                    f"for {lp_rows[i].shape[0]} tokens"
+                )
             if not np.all(np.isfinite(row)):
                 raise ValueError(f"uncertainty plugin {self.name!r} returned a non-finite value")
             out.append(np.minimum(row, MAX_SURPRISAL))
@@ -111,8 +127,10 @@ def resolve_uncertainty(kind: str, search_paths: Sequence[str] = ("plugins",)) -
     if canon is not None:
         return Uncertainty(canon, needs_entropies=canon == "shannon_entropy")
     if "." not in kind and ":" not in kind:
-        raise ValueError(f"unknown uncertainty_kind {kind!r}; one of: "
-                         f"{', '.join(builtin.UNCERTAINTY_KINDS)}, or a dotted path")
+        raise ValueError(
+            f"unknown uncertainty_kind {kind!r}; one of: "
+            f"{', '.join(builtin.UNCERTAINTY_KINDS)}, or a dotted path"
+        )
     obj, _ = resolve(kind, search_paths)
     if not isinstance(obj, UncertaintySpec) and is_factory(obj):
         obj = obj()

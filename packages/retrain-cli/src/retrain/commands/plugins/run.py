@@ -42,20 +42,34 @@ def describe(config: TrainConfig, roots: list[Path]) -> dict[str, Any]:
     kinds: dict[str, Any] = {}
     for kind in builtin.KINDS:
         if kind == "backend":
-            builtins = {name: f"retrain.backends.catalog ({catalog.lookup(name).status})"  # type: ignore[union-attr]
-                        for name in catalog.BUILTIN_BACKENDS}
+            builtins = {
+                name: f"retrain.backends.catalog ({catalog.lookup(name).status})"  # type: ignore[union-attr]
+                for name in catalog.BUILTIN_BACKENDS
+            }
         else:
             targets = builtin.TARGETS.get(kind, {})
-            provided = {ep["name"]: f"{ep['value']} ({ep['distribution']})" for ep in _entry_points(kind)}
-            builtins = {name: targets.get(name) or provided.get(name, "(provided by another distribution)")
-                        for name in builtin.NAMES.get(kind, ())}
-        kinds[kind] = {"builtins": builtins, "entry_point_group": builtin.ENTRY_POINT_GROUPS.get(kind),
-                       "entry_points": _entry_points(kind)}
-    discovered = [{"module": m, "status": _import_status(m)}
-                  for m in discover_modules(config.plugins.search_paths, roots)]
+            provided = {
+                ep["name"]: f"{ep['value']} ({ep['distribution']})" for ep in _entry_points(kind)
+            }
+            builtins = {
+                name: targets.get(name) or provided.get(name, "(provided by another distribution)")
+                for name in builtin.NAMES.get(kind, ())
+            }
+        kinds[kind] = {
+            "builtins": builtins,
+            "entry_point_group": builtin.ENTRY_POINT_GROUPS.get(kind),
+            "entry_points": _entry_points(kind),
+        }
+    discovered = [
+        {"module": m, "status": _import_status(m)}
+        for m in discover_modules(config.plugins.search_paths, roots)
+    ]
     return {
-        "runtime": {"search_paths": list(config.plugins.search_paths), "strict": config.plugins.strict,
-                    "roots": [str(r) for r in roots]},
+        "runtime": {
+            "search_paths": list(config.plugins.search_paths),
+            "strict": config.plugins.strict,
+            "roots": [str(r) for r in roots],
+        },
         "builtins": {k: sorted(v["builtins"]) for k, v in kinds.items()},
         "kinds": kinds,
         "discovered": discovered,
@@ -64,7 +78,10 @@ def describe(config: TrainConfig, roots: list[Path]) -> dict[str, Any]:
 
 def render_text(info: dict[str, Any]) -> str:
     rt = info["runtime"]
-    lines = [f"Search paths: {', '.join(rt['search_paths'])} (strict: {str(rt['strict']).lower()})", ""]
+    lines = [
+        f"Search paths: {', '.join(rt['search_paths'])} (strict: {str(rt['strict']).lower()})",
+        "",
+    ]
     for kind, entry in info["kinds"].items():
         lines.append(f"{kind}:")
         for name, origin in entry["builtins"].items():
@@ -74,14 +91,20 @@ def render_text(info: dict[str, Any]) -> str:
                 continue
             lines.append(f"  {ep['name']:<26} entry point  {ep['value']} ({ep['distribution']})")
         if entry["entry_point_group"]:
-            lines.append(f"  (installed packages add names in the {entry['entry_point_group']} group)")
+            lines.append(
+                f"  (installed packages add names in the {entry['entry_point_group']} group)"
+            )
     lines.append("")
     if info["discovered"]:
         lines.append("Discovered plugin modules:")
         lines += [f"  {d['module']:<40} {d['status']}" for d in info["discovered"]]
     else:
-        lines.append("Discovered plugin modules: none (put *.py files in a search-path folder, e.g. ./plugins)")
-    lines.append("Any selector also takes a dotted path pkg.module.attr; `retrain init-plugin` scaffolds one.")
+        lines.append(
+            "Discovered plugin modules: none (put *.py files in a search-path folder, e.g. ./plugins)"
+        )
+    lines.append(
+        "Any selector also takes a dotted path pkg.module.attr; `retrain init-plugin` scaffolds one."
+    )
     return "\n".join(lines)
 
 

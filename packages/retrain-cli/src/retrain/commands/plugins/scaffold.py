@@ -20,8 +20,10 @@ from retrain.config.errors import did_you_mean
 def scaffold(kind: str, raw_name: str, output_dir: str, with_test: bool) -> list[Path]:
     spec = KINDS.get(kind)
     if spec is None:
-        raise UsageError(f"unknown plugin kind {kind!r}",
-                         hint=did_you_mean(kind, KINDS) or f"one of: {', '.join(KINDS)}")
+        raise UsageError(
+            f"unknown plugin kind {kind!r}",
+            hint=did_you_mean(kind, KINDS) or f"one of: {', '.join(KINDS)}",
+        )
     name = sanitize(raw_name)
     attr = spec.attr.format(name=name, Name=class_name(name))
     folder = Path(output_dir)
@@ -32,7 +34,9 @@ def scaffold(kind: str, raw_name: str, output_dir: str, with_test: bool) -> list
         targets.append(test)
     for path in targets:
         if path.exists():
-            raise UsageError(f"{path} already exists", hint="choose another --name or remove the file")
+            raise UsageError(
+                f"{path} already exists", hint="choose another --name or remove the file"
+            )
     values = {"name": name, "attr": attr, "class": class_name(name)}
     folder.mkdir(parents=True, exist_ok=True)
     plugin.write_text(render(f"{kind}.py.txt", **values), encoding="utf-8")
@@ -57,8 +61,10 @@ def snippet(kind: str, raw_name: str, output_dir: str) -> str:
 
 def run(kind: str | None, name: str | None, output_dir: str, with_test: bool) -> None:
     if not kind or not name:
-        raise UsageError("init-plugin needs --kind and --name",
-                         hint=f"kinds: {', '.join(KINDS)}; e.g. retrain init-plugin --kind transform --name my_credit")
+        raise UsageError(
+            "init-plugin needs --kind and --name",
+            hint=f"kinds: {', '.join(KINDS)}; e.g. retrain init-plugin --kind transform --name my_credit",
+        )
     written = scaffold(kind, name, output_dir, with_test)
     for path in written:
         print(f"Wrote {path}")

@@ -17,14 +17,28 @@ from retrain.training.flow import TraceReport, trace
 def render_text(report: TraceReport) -> str:
     flow = report.flow
     pipeline = flow.pipeline
-    lines = [f"Condition: {flow.condition_label}",
-             f"Backend: {flow.backend} (source: {flow.backend_source})",
-             f"Token advantages: {'per token' if flow.capabilities.preserves_token_advantages else 'one per completion'}"]
+    lines = [
+        f"Condition: {flow.condition_label}",
+        f"Backend: {flow.backend} (source: {flow.backend_source})",
+        f"Token advantages: {'per token' if flow.capabilities.preserves_token_advantages else 'one per completion'}",
+    ]
     if pipeline is not None:
         d = pipeline.describe()
-        lines.append("Pipeline: " + ", ".join(
-            f"{k}={d[k]}" for k in ("advantage_mode", "transform_mode", "uncertainty_kind", "needs_planning",
-                                    "uses_sepa_controller", "token_varying", "batch_normalize")))
+        lines.append(
+            "Pipeline: "
+            + ", ".join(
+                f"{k}={d[k]}"
+                for k in (
+                    "advantage_mode",
+                    "transform_mode",
+                    "uncertainty_kind",
+                    "needs_planning",
+                    "uses_sepa_controller",
+                    "token_varying",
+                    "batch_normalize",
+                )
+            )
+        )
     lines.append(f"Probes: {report.probe_cases_passed}/{report.probe_cases_run} passed")
     for issue in report.issues:
         tag = "[ERROR]" if issue.severity == "error" else "[WARN]"
@@ -40,5 +54,9 @@ def run(args: list[str], as_json: bool) -> None:
     print(json.dumps(report.to_dict(), indent=2) if as_json else render_text(report))
     if not report.ok:
         errors = [i.message for i in report.issues if i.severity == "error"]
-        raise CommandFailed(f"trace failed: {errors[0]}" if len(errors) == 1
-                            else f"trace failed with {len(errors)} errors", code=1)
+        raise CommandFailed(
+            f"trace failed: {errors[0]}"
+            if len(errors) == 1
+            else f"trace failed with {len(errors)} errors",
+            code=1,
+        )

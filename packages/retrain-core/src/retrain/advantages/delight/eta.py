@@ -32,8 +32,9 @@ def _clamp(x: float, lo: float, hi: float) -> float:
     return min(max(x, lo), hi)
 
 
-def resolve_eta(layout: Ragged, episode: Floats, s: Floats, p: EtaParams,
-                eta_prev: float | None) -> tuple[float, dict[str, float]]:
+def resolve_eta(
+    layout: Ragged, episode: Floats, s: Floats, p: EtaParams, eta_prev: float | None
+) -> tuple[float, dict[str, float]]:
     """(eta for this group, its metrics `dg_eta`, `dg_eta_adaptive`)."""
     base = max(p.base, ETA_FLOOR)
     if not p.adaptive:

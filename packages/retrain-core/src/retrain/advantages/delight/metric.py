@@ -39,18 +39,26 @@ def gate_metrics(layout: Ragged, episode: Floats, gate: Floats, tok: Floats) -> 
     g = gate[active]
     if g.size:
         signs = layout.expand(np.sign(episode))[active]
-        out.update({
-            "dg_gate_mean": _mean(g), "dg_gate_std": float(g.std()),
-            "dg_gate_min": float(g.min()), "dg_gate_max": float(g.max()),
-            "dg_breakthrough_frac": _mean(g > 0.8), "dg_suppressed_frac": _mean(g < 0.2),
-            "dg_neutral_frac": _mean((g >= 0.4) & (g <= 0.6)),
-        })
+        out.update(
+            {
+                "dg_gate_mean": _mean(g),
+                "dg_gate_std": float(g.std()),
+                "dg_gate_min": float(g.min()),
+                "dg_gate_max": float(g.max()),
+                "dg_breakthrough_frac": _mean(g > 0.8),
+                "dg_suppressed_frac": _mean(g < 0.2),
+                "dg_neutral_frac": _mean((g >= 0.4) & (g <= 0.6)),
+            }
+        )
         for label, pick in (("pos", signs > 0), ("neg", signs < 0)):
             if pick.any():
                 out[f"dg_gate_mean_{label}"] = _mean(g[pick])
     gaps, valid = ordering_gaps(layout, episode, gate)
-    for label, pick in (("", valid > 0), ("_pos", (valid > 0) & (episode > 0)),
-                        ("_neg", (valid > 0) & (episode < 0))):
+    for label, pick in (
+        ("", valid > 0),
+        ("_pos", (valid > 0) & (episode > 0)),
+        ("_neg", (valid > 0) & (episode < 0)),
+    ):
         if pick.any():
             out[f"dg_gate_ordering_gap{label}"] = _mean(gaps[pick])
     out.update(bias_metrics(layout, episode, tok, prefix="dg_net_advantage_bias"))
