@@ -246,8 +246,14 @@ def _parse_capabilities(raw: Any) -> BackendCapabilities | None:
     mode = raw.get("checkpoint_resume_mode", raw.get("resume_mode", "adapter_only"))
     if mode not in ("unsupported", "adapter_only", "exact"):
         mode = "adapter_only"
-    return BackendCapabilities(*(bool(raw[k]) for k in required), checkpoint_resume_mode=mode,
-                               supports_echo_shared_forward=bool(raw.get("supports_echo_shared_forward", False)))
+    return BackendCapabilities(
+        reports_sync_loss=bool(raw["reports_sync_loss"]),
+        preserves_token_advantages=bool(raw["preserves_token_advantages"]),
+        supports_checkpoint_resume=bool(raw["supports_checkpoint_resume"]),
+        resume_runtime_dependent=bool(raw["resume_runtime_dependent"]),
+        checkpoint_resume_mode=mode,
+        supports_echo_shared_forward=bool(raw.get("supports_echo_shared_forward", False)),
+    )
 
 
 _TYPE_NAMES: dict[str, type] = {"bool": bool, "boolean": bool, "int": int, "integer": int,

@@ -65,7 +65,8 @@ def legacy_rewrite_hint(backend_table: Mapping[str, Any]) -> str:
 def migrate_text(text: str) -> Migration:
     """Rewrite legacy keys; existing [backend.options] values win over migrated ones."""
     data = tomllib.loads(text)
-    backend = data.get("backend") if isinstance(data.get("backend"), dict) else {}
+    raw_backend = data.get("backend")
+    backend: dict[str, Any] = raw_backend if isinstance(raw_backend, dict) else {}
     legacy = sorted(k for k in backend if k in LEGACY_BACKEND_KEYS)
     existing = dict(backend.get("options") or {}) if isinstance(backend.get("options"), dict) else {}
     if not legacy:
@@ -106,7 +107,8 @@ def migrate_text(text: str) -> Migration:
         out[options_end:options_end] = new_lines
     else:
         if not has_options_table:
-            inline = backend.get("options") if isinstance(backend.get("options"), dict) else {}
+            raw_inline = backend.get("options")
+            inline: dict[str, Any] = raw_inline if isinstance(raw_inline, dict) else {}
             new_lines = [f"{k} = {toml_literal(v)}\n" for k, v in _ordered({**migrated, **inline})]
         block = ["\n", "[backend.options]\n", *new_lines]
         at = backend_end if backend_end is not None else len(out)

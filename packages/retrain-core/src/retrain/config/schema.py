@@ -27,8 +27,10 @@ def F(
     lt: float | None = None,
 ) -> Meta:
     """Field metadata: meaning, bounds, and the reference's flat name when it is irregular."""
-    extra = {"flag": flag} if flag else None
-    return Meta(description=description, ge=ge, gt=gt, le=le, lt=lt, extra=extra)
+    kwargs: dict[str, Any] = {"description": description, "ge": ge, "gt": gt, "le": le, "lt": lt,
+                              "extra": {"flag": flag} if flag else None}
+    meta: Meta = Meta(**kwargs)
+    return meta
 
 
 JsonTable = dict[str, Any]
@@ -450,7 +452,7 @@ class SqueezeConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 SECTIONS: dict[str, type[Section]] = {
-    name: info.type.cls  # type: ignore[attr-defined]
+    name: info.type.cls
     for name, info in ((f.encode_name, f) for f in msgspec.inspect.type_info(TrainConfig).fields)  # type: ignore[attr-defined]
 }
 
