@@ -3,7 +3,6 @@
 import math
 from typing import Any
 
-import msgspec
 import numpy as np
 import pytest
 
@@ -12,16 +11,11 @@ from retrain.advantages.delight.scale import normalize
 from retrain.advantages.delight.transform import DelightParams, delight, parse_params
 from retrain.advantages.pipeline import build_pipeline
 from retrain.advantages.ragged import Ragged
-from retrain.config.schema import TrainConfig
+from retrain.config.schema import SECTIONS, TrainConfig
 
 
 def make_config(**sections: dict[str, Any]) -> TrainConfig:
-    config = TrainConfig()
-    for name, values in sections.items():
-        config = msgspec.structs.replace(
-            config, **{name: msgspec.structs.replace(getattr(config, name), **values)}
-        )
-    return config
+    return TrainConfig(**{name: SECTIONS[name](**values) for name, values in sections.items()})
 
 
 def pipe(transform, **params):

@@ -4,7 +4,6 @@ import math
 import sys
 from typing import Any
 
-import msgspec
 import numpy as np
 import pytest
 
@@ -13,17 +12,12 @@ from retrain.advantages.episode import AdvantageOutput, AdvantageSpec
 from retrain.advantages.pipeline import GroupInput, build_pipeline
 from retrain.advantages.transform import TransformOutput, TransformSpec
 from retrain.advantages.uncertainty import UncertaintySpec
-from retrain.config.schema import TrainConfig
+from retrain.config.schema import SECTIONS, TrainConfig
 from retrain.registry.core import register, unregister
 
 
 def make_config(**sections: dict[str, Any]) -> TrainConfig:
-    config = TrainConfig()
-    for name, values in sections.items():
-        config = msgspec.structs.replace(
-            config, **{name: msgspec.structs.replace(getattr(config, name), **values)}
-        )
-    return config
+    return TrainConfig(**{name: SECTIONS[name](**values) for name, values in sections.items()})
 
 
 def pipe(adv="grpo", transform="none", beta=0.1, alpha=0.2, **algorithm):

@@ -2,21 +2,15 @@
 
 from typing import Any
 
-import msgspec
 import pytest
 
-from retrain.config.schema import TrainConfig
+from retrain.config.schema import SECTIONS, TrainConfig
 from retrain.registry import builtin
 from retrain.training.flow import trace
 
 
 def make_config(**sections: dict[str, Any]) -> TrainConfig:
-    config = TrainConfig()
-    for name, values in sections.items():
-        config = msgspec.structs.replace(
-            config, **{name: msgspec.structs.replace(getattr(config, name), **values)}
-        )
-    return config
+    return TrainConfig(**{name: SECTIONS[name](**values) for name, values in sections.items()})
 
 
 def errors(report):
