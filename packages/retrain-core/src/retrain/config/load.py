@@ -17,7 +17,15 @@ from typing import Any
 
 from retrain.config.env import env_fallbacks
 from retrain.config.errors import ConfigError, ConfigIssue, did_you_mean
-from retrain.config.fields import CoerceError, FieldSpec, by_flat, by_section, coerce, flat_dict, with_values
+from retrain.config.fields import (
+    CoerceError,
+    FieldSpec,
+    by_flat,
+    by_section,
+    coerce,
+    flat_dict,
+    with_values,
+)
 from retrain.config.migrate import LEGACY_BACKEND_KEYS, legacy_rewrite_hint
 from retrain.config.override import Overrides, parse_overrides
 from retrain.config.schema import KEY_ALIASES, KIND_TABLES, SECTIONS, TrainConfig

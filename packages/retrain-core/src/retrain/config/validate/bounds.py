@@ -50,9 +50,8 @@ def check_bounds(c: TrainConfig) -> list[ConfigIssue]:
             err(path_flat, f"{path_flat} and {sha_flat} must be set together")
         if path and not t.sft_data_path:
             err(path_flat, "needs sft_data_path")
-    if t.sft_token_audit_path:
-        if not (c.model.revision and c.model.local_files_only):
-            err("sft_token_audit_path", "needs [model] revision and local_files_only = true")
+    if t.sft_token_audit_path and not (c.model.revision and c.model.local_files_only):
+        err("sft_token_audit_path", "needs [model] revision and local_files_only = true")
     if t.trainer == "sft" and not t.sft_data_path:
         err("sft_data_path", "trainer = sft needs an SFT data file", 'sft_data_path = "data/sft.jsonl"')
     if t.trainer == "command" and not t.trainer_command.strip():

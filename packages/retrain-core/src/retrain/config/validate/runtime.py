@@ -96,12 +96,11 @@ def check_runtime(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
     if c.reward.type == "custom" and not c.reward.custom_module:
         issues.append(ConfigIssue("type = custom needs custom_module", key="[reward] custom_module",
                                   hint='custom_module = "my_rewards"'))
-    if c.algorithm.uncertainty_kind == "shannon_entropy":
-        if engine != "pytorch" or b.backend == "tinker":
-            issues.append(ConfigIssue(
-                "shannon_entropy needs the pytorch inference engine on a non-tinker backend "
-                "(full token distributions)", key="[algorithm] uncertainty_kind",
-                hint='uncertainty_kind = "surprisal"'))
+    if c.algorithm.uncertainty_kind == "shannon_entropy" and (engine != "pytorch" or b.backend == "tinker"):
+        issues.append(ConfigIssue(
+            "shannon_entropy needs the pytorch inference engine on a non-tinker backend "
+            "(full token distributions)", key="[algorithm] uncertainty_kind",
+            hint='uncertainty_kind = "surprisal"'))
     backend = msgspec.structs.replace(b, options=options)
     return msgspec.structs.replace(c, backend=backend), issues
 
