@@ -85,3 +85,14 @@ def test_entropy_mask_off_and_ties():
     out, metrics = credit.entropy_mask(tok, np.array([1.0, 1.0, 0.5]), 0.34)
     assert out.tolist() == [1.0, 2.0, 0.0]  # both tokens tied at the threshold are kept
     assert metrics["entropy_mask_fraction"] == pytest.approx(1 / 3)
+
+
+def test_predictive_variance_worked_example():
+    from retrain.advantages.uncertainty import predictive_variance, resolve_uncertainty, surprisal
+
+    u = predictive_variance(np.array([-0.2, -1.0, -2.0, -0.6]))
+    close(u, [0.148411, 0.232544, 0.117020, 0.247617])
+    assert surprisal(np.array([-0.5, -80.0])).tolist() == [0.5, 50.0]
+    assert resolve_uncertainty(" Bernoulli_Variance ").name == "predictive_variance"
+    with pytest.raises(ValueError, match="unknown uncertainty_kind"):
+        resolve_uncertainty("varentropy")
