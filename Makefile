@@ -11,7 +11,6 @@ setup:
 
 lint:
 	$(UV) run ruff check packages scripts tests
-	$(UV) run ruff format --check packages scripts tests
 
 format:
 	$(UV) run ruff format packages scripts tests
@@ -20,7 +19,7 @@ format:
 # Strict on retrain-core (the torch-free contracts); the other members are checked too.
 typecheck:
 	$(UV) run mypy --strict packages/retrain-core/src/retrain
-	$(UV) run mypy --config-file pyproject.toml -p retrain.cli -p retrain.commands
+	$(UV) run mypy packages/retrain-cli/src/retrain
 
 test:
 	$(PYTEST) -n 2

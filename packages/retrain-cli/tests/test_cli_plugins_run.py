@@ -1,14 +1,24 @@
 """`retrain plugins`: built-ins with their origin, entry-point groups, discovered modules."""
 
 import json
+import sys
 import textwrap
 
+import pytest
 from typer.testing import CliRunner
 
 from retrain.cli import app
 from retrain.registry import builtin
 
 runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _no_cached_plugins(monkeypatch):
+    """Each test has its own ./plugins folder; forget any `plugins` package imported before."""
+    for name in [m for m in sys.modules if m == "plugins" or m.startswith("plugins.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "path", list(sys.path))
 
 
 def test_json_lists_builtins_and_discovered_modules(tmp_path, monkeypatch):

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import click
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from retrain.commands.errors import guarded
 
@@ -21,13 +20,32 @@ RUN_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "help_o
 class DefaultRunGroup(TyperGroup):
     """Routes anything that is not a known verb (a path, a --flag) to the hidden `run` verb."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):
-            args = ["run", *args]
+    default = "run"
+    own_options: tuple[str, ...] = ("--help", "-h", "--version")
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
+        if not args or (args[0] not in self.commands and args[0] not in self.own_options):
+            args = [self.default, *args]
         return super().parse_args(ctx, args)
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return [name for name in self.commands if name != "run"]
+    def list_commands(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
+        return [name for name in self.commands if name != self.default]
+
+
+class StatusGroup(DefaultRunGroup):
+    """`retrain status [LOGDIR] [flags]` (hidden `show`, which also answers --help) and
+    `retrain status serve ...`."""
+
+    default = "show"
+    own_options = ()
+
+
+class StatusShowCommand(TyperCommand):
+    """The hidden `show` verb presents itself as plain `retrain status` in usage lines."""
+
+    def format_usage(self, ctx: typer.Context, formatter: Any) -> None:  # type: ignore[override]
+        path = ctx.parent.command_path if ctx.parent else ctx.command_path
+        formatter.write_usage(path, " ".join(self.collect_usage_pieces(ctx)))
 
 
 app = typer.Typer(
@@ -183,6 +201,76 @@ def migrate_cmd(
 
     guarded(run, config, check=check, write=write, output=output, backup=backup, stdin=stdin,
             stdout=stdout, as_json=as_json)
+
+
+status_app = typer.Typer(
+    cls=StatusGroup,
+    name="status",
+    help="Runs and campaigns under LOGDIR (default logs); `retrain status serve` exports them.",
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode=None,
+)
+app.add_typer(status_app)
+
+
+@status_app.command("show", hidden=True, cls=StatusShowCommand)
+def status_cmd(
+    logdir: Annotated[str, typer.Argument(metavar="LOGDIR", help="Log root to scan.")] = "logs",
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    show_all: Annotated[bool, typer.Option("--all", help="Also show ended campaigns idle for over a day.")] = False,
+    active: Annotated[bool, typer.Option("--active", help="The default view (overrides --all).")] = False,
+    watch: Annotated[bool, typer.Option("--watch", help="Refresh until Ctrl-C.")] = False,
+    plot: Annotated[str | None, typer.Option("--plot", metavar="FILE.png",
+                                             help="Write reward/loss/throughput curves (needs matplotlib).")] = None,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between --watch refreshes.")] = 5.0,
+) -> None:
+    """Runs and campaigns under LOGDIR: state (running, stale, dead, failed, finished), step,
+    reward, loss, throughput; campaigns as condition x seed matrices. `retrain status serve
+    --help` describes the Prometheus exporter."""
+    from retrain.commands.status.run import run
+
+    guarded(run, logdir, as_json=as_json, show_all=show_all, active=active, watch_=watch, plot=plot,
+            interval=interval)
+
+
+@status_app.command("serve")
+def status_serve_cmd(
+    logdir: Annotated[str, typer.Argument(metavar="LOGDIR", help="Log root to export.")] = "logs",
+    host: Annotated[str, typer.Option("--host", help="Address to bind (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port (0 picks a free one).")] = 9108,
+    cache_seconds: Annotated[float, typer.Option("--cache-seconds", help="Reuse a scan for this long.")] = 2.0,
+) -> None:
+    """Prometheus exporter: GET /metrics, /v1/runs (JSON) and /healthz."""
+    from retrain.commands.status.serve import run
+
+    guarded(run, logdir, host, port, cache_seconds)
+
+
+@app.command("top")
+def top_cmd(
+    logdir: Annotated[str, typer.Argument(metavar="LOGDIR", help="Log root to watch.")] = "logs",
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between refreshes.")] = 5.0,
+) -> None:
+    """Live view of active runs: `retrain status --watch --active`."""
+    from retrain.commands.status.top import run
+
+    guarded(run, logdir, interval)
+
+
+@app.command("diff")
+def diff_cmd(
+    targets: Annotated[list[str], typer.Argument(metavar="RUN_A RUN_B | CAMPAIGN COND_A COND_B",
+                                                 help="Two run folders, or a campaign folder and two conditions.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    plot: Annotated[str | None, typer.Option("--plot", metavar="FILE.png",
+                                             help="Write reward/loss/throughput curves (needs matplotlib).")] = None,
+) -> None:
+    """Compare two runs (or two campaign conditions averaged over seeds): final metrics with
+    winners, performance, correct-rate sparklines."""
+    from retrain.commands.diff.run import run
+
+    guarded(run, targets, as_json, plot)
 
 
 def main(argv: list[str] | None = None) -> Any:

@@ -100,6 +100,8 @@ LOCAL_OPTIONS: dict[str, OptionSpec] = {
     "lora_fast_linear": _b(False),
     "lora_freeze_a": _b(False),
     "trust_remote_code": _b(False),
+    "train_full_model": _b(False, "Train every weight instead of a LoRA adapter (small models; "
+                                  "checkpoints then hold full weights)."),
 }
 
 UNSLOTH_OPTIONS: dict[str, OptionSpec] = {

@@ -81,7 +81,7 @@ def tables_to_config(data: Mapping[str, Any], source: TomlSource | None = None,
                     hint="run `retrain migrate-config --write FILE`, or use:\n" + legacy_rewrite_hint(table)))
                 table = {k: v for k, v in table.items() if k not in LEGACY_BACKEND_KEYS}
         for key, raw in table.items():
-            canonical: str = KEY_ALIASES.get((top, key)) or key
+            canonical = KEY_ALIASES.get((top, str(key)), str(key))
             spec = sections[top].get(canonical)
             label = f"[{top}] {key}"
             if spec is None:

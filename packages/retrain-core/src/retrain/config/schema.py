@@ -27,9 +27,9 @@ def F(
     lt: float | None = None,
 ) -> Meta:
     """Field metadata: meaning, bounds, and the reference's flat name when it is irregular."""
-    kwargs: dict[str, Any] = {"description": description, "ge": ge, "gt": gt, "le": le, "lt": lt,
-                              "extra": {"flag": flag} if flag else None}
-    meta: Meta = Meta(**kwargs)
+    extra = {"flag": flag} if flag else None
+    bounds = {k: v for k, v in (("ge", ge), ("gt", gt), ("le", le), ("lt", lt)) if v is not None}
+    meta: Meta = Meta(description=description, extra=extra, **bounds)  # type: ignore[call-overload]
     return meta
 
 
@@ -171,6 +171,13 @@ class DataConfig(Section):
             "an entry point, or a dotted path. Ignored when [environment] provider is set."
         ),
     ] = "math"
+    path: Annotated[
+        str, F("Local copy of the data (JSONL with problem/solution or prompt/reference rows); "
+               "for math, used instead of the hub.")
+    ] = ""
+    difficulty: Annotated[
+        int, F("arithmetic: digits per operand (1 = single-digit addition, 100 problems).", ge=1, le=6)
+    ] = 1
 
 
 class RewardConfig(Section):
@@ -451,10 +458,18 @@ class SqueezeConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     device: Annotated[str, F("Device for the SVD.")] = "cpu"
 
 
-SECTIONS: dict[str, type[Section]] = {
-    name: info.type.cls
-    for name, info in ((f.encode_name, f) for f in msgspec.inspect.type_info(TrainConfig).fields)  # type: ignore[attr-defined]
-}
+def _sections() -> dict[str, type[Section]]:
+    info = msgspec.inspect.type_info(TrainConfig)
+    assert isinstance(info, msgspec.inspect.StructType)
+    out: dict[str, type[Section]] = {}
+    for f in info.fields:
+        assert isinstance(f.type, msgspec.inspect.StructType) and issubclass(f.type.cls, Section)
+        out[f.encode_name] = f.type.cls
+    return out
+
+
+#: TOML section name -> its Struct, in schema order.
+SECTIONS: dict[str, type[Section]] = _sections()
 
 #: Older key names still accepted in a file: (section, old key) -> new key.
 KEY_ALIASES: dict[tuple[str, str], str] = {("algorithm", "entropy_mask_rho"): "surprisal_mask_rho"}

@@ -1,11 +1,11 @@
-"""Factory of the local backend."""
+"""Factory of the local backend (entry point `retrain.backends: local`)."""
 
 from __future__ import annotations
 
-from typing import NoReturn
-
-from retrain.backends.errors import BackendNotAvailable
+from retrain.config.schema import TrainConfig
 
 
-def create_backend(config: object) -> NoReturn:
-    raise BackendNotAvailable("retrain-backends-local", "the local backend")
+def create_backend(config: TrainConfig) -> object:
+    from retrain.backends.local.backend import LocalBackend
+
+    return LocalBackend(config)

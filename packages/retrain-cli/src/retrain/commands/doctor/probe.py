@@ -27,8 +27,8 @@ OPTIONAL_PACKAGES: tuple[tuple[str, str, str, str], ...] = (
      "pip install sentence-transformers"),
     ("liger_kernel", "liger-kernel", "Liger fused linear cross-entropy (CUDA)", "pip install liger-kernel"),
     ("prometheus_client", "prometheus-client", "`retrain status serve` exporter", "pip install retrain-cli"),
-    ("wandb", "wandb", "W&B logging", "pip install wandb"),
-    ("matplotlib", "matplotlib", "status/diff --plot", "pip install matplotlib"),
+    ("wandb", "wandb", "W&B logging", "pip install 'retrain-core[wandb]'"),
+    ("matplotlib", "matplotlib", "status/diff --plot", "pip install 'retrain-cli[plot]'"),
 )
 
 

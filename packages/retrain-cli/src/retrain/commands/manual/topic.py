@@ -19,6 +19,11 @@ ALIASES = {
     "flags": "options",
     "config": "configuration",
     "keys": "configuration",
+    "top": "status",
+    "diff": "status",
+    "serve": "status",
+    "exporter": "status",
+    "prometheus": "status",
 }
 
 

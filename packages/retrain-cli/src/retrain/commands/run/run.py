@@ -1,9 +1,12 @@
-"""Run a config: detect its kind, load and validate it, then hand it to the runner."""
+"""Run a config: detect its kind, load and validate it, then train."""
 
 from __future__ import annotations
 
+import os
+import sys
+
 from retrain.commands.config_args import resolve_config_args
-from retrain.commands.errors import UsageError
+from retrain.commands.errors import CommandFailed, UsageError
 from retrain.commands.warnings import print_warnings
 from retrain.config import load_config, read_toml
 
@@ -19,8 +22,32 @@ def run(args: list[str]) -> None:
                          hint="`retrain explain` previews it")
     loaded = load_config(path, overrides)
     print_warnings(loaded.warnings)
-    raise UsageError(
-        "training is not available in this version: it arrives with the local backend "
-        f"({loaded.path or 'defaults'} is valid)",
-        hint="`retrain explain` shows what this config would run",
-    )
+    config = loaded.config
+    if config.training.trainer != "retrain":
+        raise UsageError(f"trainer {config.training.trainer!r} is not available in this version "
+                         "(only the RL trainer 'retrain' is)", hint='[training] trainer = "retrain"')
+    train(config, loaded.path)
+
+
+def train(config: object, config_path: str) -> None:
+    from retrain.backends.create import BackendUnavailable
+    from retrain.commands.run.progress import make_reporter
+    from retrain.data.source import DataError
+    from retrain.plugins.resolve import PluginError
+    from retrain.rewards.types import RewardUnavailable
+    from retrain.training.rundir import RunDirError
+    from retrain.training.state import StateError
+    from retrain.training.trainer import train as run_training
+
+    try:
+        run_training(config, make_reporter(), config_path=config_path)  # type: ignore[arg-type]
+    except (BackendUnavailable, DataError, RewardUnavailable, RunDirError, StateError, PluginError) as exc:
+        raise UsageError(str(exc)) from None
+    except (KeyboardInterrupt, CommandFailed):
+        raise
+    except Exception as exc:
+        if os.environ.get("RETRAIN_DEBUG"):
+            raise
+        print(f"Training failed (exception:{type(exc).__name__}): {exc}", file=sys.stderr)
+        print("  (set RETRAIN_DEBUG=1 for the traceback)", file=sys.stderr)
+        raise CommandFailed(code=1) from None

@@ -11,7 +11,7 @@ import json
 from retrain.commands.config_args import resolve_config_args
 from retrain.commands.errors import CommandFailed
 from retrain.config import load_config
-from retrain.training.flow import TraceReport, trace
+from retrain.training.preflight import TraceReport, trace
 
 
 def render_text(report: TraceReport) -> str:

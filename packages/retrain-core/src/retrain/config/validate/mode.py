@@ -43,7 +43,7 @@ def check_modes(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
     a = c.algorithm
     groups = builtin.ENTRY_POINT_GROUPS
     if a.algorithm_mode and (problem := check_selector(a.algorithm_mode, builtin.ALGORITHM_MODES, None,
-                                                        "[algorithm] algorithm_mode", "algorithm_mode")):
+                                                       "[algorithm] algorithm_mode", "algorithm_mode")):
         issues.append(problem)
     for value, names, group, key in (
         (a.advantage_mode, builtin.ADVANTAGE_MODES, groups["advantage_mode"], "advantage_mode"),

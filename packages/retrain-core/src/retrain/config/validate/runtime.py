@@ -43,8 +43,8 @@ def check_runtime(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
     if not devices:
         issues.append(ConfigIssue("must list at least one device", key="[backend] devices", hint='devices = "cpu"'))
     for d in devices:
-        if bad_device := check_device(d):
-            issues.append(ConfigIssue(bad_device, key="[backend] devices", hint='devices = "gpu:0" or "cpu"'))
+        if device_problem := check_device(d):
+            issues.append(ConfigIssue(device_problem, key="[backend] devices", hint='devices = "gpu:0" or "cpu"'))
 
     options = dict(b.options)
     entry = None

@@ -1,4 +1,4 @@
-"""The flow preflight (`retrain trace`, spec config-cli.md §3.5)."""
+"""The preflight trace (`retrain trace`, spec config-cli.md §3.5)."""
 
 from typing import Any
 
@@ -6,7 +6,7 @@ import pytest
 
 from retrain.config.schema import SECTIONS, TrainConfig
 from retrain.registry import builtin
-from retrain.training.flow import trace
+from retrain.training.preflight import trace
 
 
 def make_config(**sections: dict[str, Any]) -> TrainConfig:

@@ -1,0 +1,242 @@
+"""The local backend: one transformers model (LoRA via peft, or full weights) on one device,
+sampled with the batched PyTorch engine and trained with AdamW."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from retrain.backends.local.batch import Batch, collate, micro_batches
+from retrain.backends.local.checkpointing import read_checkpoint, save_weights, write_checkpoint
+from retrain.backends.local.device import autocast_dtype, plan_device
+from retrain.backends.local.logprobs import action_logprobs
+from retrain.backends.local.lora import apply_lora
+from retrain.backends.local.loss import PolicyLossConfig, policy_loss, select_tokens, sft_loss
+from retrain.backends.local.tokenizer import HFTokenizer
+from retrain.config.schema import TrainConfig
+from retrain.inference_engine.pytorch.sample import SampleStats, generate
+from retrain.io.atomic import fsync_dir
+from retrain.models.load import ModelSpec, load_model, load_tokenizer
+from retrain.models.tiny import is_tiny
+from retrain.types import Completion, Datum, TrainOutput
+
+
+def effective_sft_loss(config: TrainConfig) -> str:
+    fn = config.training.sft_loss_fn
+    if fn != "auto":
+        return fn
+    return "cross_entropy" if config.training.trainer == "sft" else "importance_sampling"
+
+
+class LocalBackend:
+    def __init__(self, config: TrainConfig, *, model_overrides: Mapping[str, Any] | None = None) -> None:
+        t, opts = config.training, config.backend.options
+        self.device = plan_device(config.backend.devices)
+        self.seed = t.seed if t.seed >= 0 else int.from_bytes(os.urandom(4), "little")
+        torch.manual_seed(self.seed)
+        spec = ModelSpec(config.model.model, config.model.revision, config.model.local_files_only,
+                         bool(opts.get("trust_remote_code", False)), tuple(sorted((model_overrides or {}).items())))
+        self.tokenizer = HFTokenizer(load_tokenizer(spec))
+        model = load_model(spec, seed=self.seed)
+        self.model_name = config.model.model
+        self.base_from_seed = is_tiny(config.model.model)
+        self.lora = not bool(opts.get("train_full_model", False))
+        if self.lora:
+            model = apply_lora(model, rank=config.model.lora_rank, alpha=config.lora.alpha,
+                               dropout=config.lora.dropout, targets=str(opts.get("lora_target_modules", "")),
+                               layers=str(opts.get("lora_layers_to_transform", "")),
+                               layers_pattern=str(opts.get("lora_layers_pattern", "layers")))
+        self.model = model.to(self.device)
+        if self.device.type == "cuda" and opts.get("gradient_checkpointing", True):
+            self.model.gradient_checkpointing_enable()
+        self.model.train()
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.trainable_parameters = sum(p.numel() for p in params)
+        self.optimizer = torch.optim.AdamW(params, lr=t.lr, betas=(config.optimizer.beta1, config.optimizer.beta2),
+                                           eps=config.optimizer.eps, weight_decay=t.weight_decay)
+        self.sample_generator = torch.Generator(device=self.device).manual_seed(self.seed + 1)
+        self.select_generator = torch.Generator().manual_seed(self.seed + 2)
+        self.loss_config = PolicyLossConfig(
+            mode=t.policy_loss_mode, clip_eps=t.clip_eps, clip_eps_high=t.clip_eps_high, clip_ratio_c=t.clip_ratio_c,
+            kl_cov_percent=t.kl_cov_percent, kl_cov_coef=t.kl_cov_coef, clip_cov_ratio=t.clip_cov_ratio,
+            clip_cov_min=t.clip_cov_min, clip_cov_max=t.clip_cov_max)
+        self.temperature = t.temperature if t.temperature > 0 else 1.0
+        self.microbatch = int(opts.get("train_microbatch_size", 0))
+        self.chunk = int(opts.get("train_logprob_chunk_size", 0))
+        self.use_cache = bool(opts.get("sample_use_cache", True))
+        self.grad_clip = config.optimizer.grad_clip_norm
+        self.sft_kind = effective_sft_loss(config)
+        self.autocast = autocast_dtype(self.device)
+        self.sample_stats = SampleStats()
+        self.train_time_s = 0.0
+
+    # sampling ---------------------------------------------------------------------------
+    def checkpoint(self, name: str) -> None:
+        """Sampling reads the trained model directly: nothing to publish."""
+
+    def sample(self, prompts: Sequence[Sequence[int]], num_samples: int, max_tokens: int,
+               temperature: float, top_p: float, *, want_entropy: bool = False) -> list[list[Completion]]:
+        self.model.eval()
+        try:
+            with self._autocast():
+                return generate(self.model, prompts, num_samples, max_tokens, temperature, top_p,
+                                self.tokenizer.eos_token_ids, self.tokenizer.pad_token_id, self.sample_generator,
+                                use_cache=self.use_cache, want_entropy=want_entropy, stats=self.sample_stats)
+        finally:
+            self.model.train()
+
+    # training ---------------------------------------------------------------------------
+    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
+        if self.autocast is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.autocast)
+
+    def _set_hyper(self, lr: float, weight_decay: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+            group["weight_decay"] = weight_decay
+
+    def _new_logprobs(self, mb: Batch) -> torch.Tensor:
+        with self._autocast():
+            return action_logprobs(self.model, mb.input_ids, mb.attention_mask, mb.action, self.temperature, self.chunk)
+
+    def _parts(self, batch: Batch) -> Iterator[Batch]:
+        yield from micro_batches(batch, self.microbatch)
+
+    def _step(self, grad_norm_out: dict[str, float]) -> None:
+        if self.grad_clip > 0:
+            params = [p for g in self.optimizer.param_groups for p in g["params"]]
+            norm = torch.nn.utils.clip_grad_norm_(params, self.grad_clip)
+            grad_norm_out["grad_norm"] = float(norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def train_step(self, datums: Sequence[Datum], lr: float, weight_decay: float) -> TrainOutput:
+        """One AdamW update on the global token-mean policy loss of `datums`."""
+        t0 = time.perf_counter()
+        batch = collate(datums, self.tokenizer.pad_token_id, self.device)
+        total = batch.action_tokens
+        if total == 0:
+            return TrainOutput(loss=0.0, tokens=0)
+        self._set_hyper(lr, weight_decay)
+        self.optimizer.zero_grad(set_to_none=True)
+        selected = None
+        if self.loss_config.needs_selection:
+            with torch.no_grad():
+                new_all = torch.cat([self._new_logprobs(mb).float() for mb in self._parts(batch)])
+            selected = select_tokens(self.loss_config, new_all, batch.old_logprobs[batch.action],
+                                     batch.advantages[batch.action], self.select_generator)
+        loss_sum, clip, cov, kl = 0.0, 0.0, 0.0, 0.0
+        offset = 0
+        for mb in self._parts(batch):
+            new = self._new_logprobs(mb).float()
+            n = new.numel()
+            if n == 0:
+                continue
+            sel = selected[offset:offset + n] if selected is not None else None
+            offset += n
+            res = policy_loss(self.loss_config, new, mb.old_logprobs[mb.action], mb.advantages[mb.action], sel)
+            loss = res.per_token.sum() / total
+            loss.backward()
+            loss_sum += float(loss.detach())
+            clip += res.clip_fraction * n
+            cov += res.cov_fraction * n
+            kl += res.abs_kl * n
+        metrics: dict[str, float] = {}
+        self._step(metrics)
+        self.train_time_s += time.perf_counter() - t0
+        metrics.update({"clip_fraction": clip / total, "policy/cov_fraction": cov / total, "policy/abs_kl": kl / total})
+        return TrainOutput(loss=loss_sum, tokens=total, metrics=dict(metrics))
+
+    def sft_step(self, datums: Sequence[Datum], lr: float, weight_decay: float) -> TrainOutput:
+        """One AdamW update on the supervised loss; positive advantages weight target tokens."""
+        t0 = time.perf_counter()
+        batch = collate(datums, self.tokenizer.pad_token_id, self.device)
+        weight_all = batch.advantages.clamp_min(0) * batch.action
+        total = int((weight_all > 0).sum())
+        if total == 0:
+            return TrainOutput(loss=0.0, tokens=0)
+        self._set_hyper(lr, weight_decay)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss_sum = 0.0
+        for mb in self._parts(batch):
+            new = self._new_logprobs(mb).float()
+            if new.numel() == 0:
+                continue
+            w = mb.advantages[mb.action].clamp_min(0)
+            loss = sft_loss(self.sft_kind, new, w).sum() / total
+            loss.backward()
+            loss_sum += float(loss.detach())
+        metrics: dict[str, float] = {}
+        self._step(metrics)
+        self.train_time_s += time.perf_counter() - t0
+        return TrainOutput(loss=loss_sum, tokens=total, metrics=dict(metrics))
+
+    # state ------------------------------------------------------------------------------
+    def _rng_state(self) -> dict[str, Any]:
+        state: dict[str, Any] = {
+            "torch": torch.get_rng_state(),
+            "sample": self.sample_generator.get_state(),
+            "select": self.select_generator.get_state(),
+        }
+        if self.device.type == "cuda":
+            state["cuda"] = torch.cuda.get_rng_state(self.device)
+        return state
+
+    def save_checkpoint(self, path: str) -> str:
+        meta = {"seed": self.seed, "model": str(getattr(self.model, "name_or_path", "")),
+                "trainable_parameters": self.trainable_parameters}
+        return str(write_checkpoint(path, model=self.model, lora=self.lora, optimizer=self.optimizer,
+                                    rng=self._rng_state(), meta=meta))
+
+    def load_checkpoint(self, path: str) -> None:
+        if self.base_from_seed:
+            import json
+
+            saved = json.loads((Path(path) / "checkpoint.json").read_text()).get("seed")
+            if saved != self.seed:
+                raise RuntimeError(f"checkpoint {path} was trained on {self.model_name!r} initialised with "
+                                   f"seed {saved}; this run uses seed {self.seed} (use the same [training] seed)")
+        rng, _ = read_checkpoint(path, model=self.model, lora=self.lora, optimizer=self.optimizer)
+        torch.set_rng_state(rng["torch"])
+        self.sample_generator.set_state(rng["sample"])
+        self.select_generator.set_state(rng["select"])
+        if "cuda" in rng and self.device.type == "cuda":
+            torch.cuda.set_rng_state(rng["cuda"], self.device)
+
+    def save_adapter(self, path: str) -> str:
+        target = Path(path)
+        tmp = target.parent / f".{target.name}.tmp-{os.getpid()}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        save_weights(self.model, tmp, lora=self.lora)
+        for f in tmp.rglob("*"):
+            if f.is_file():
+                with open(f, "rb") as fh:
+                    os.fsync(fh.fileno())
+        if target.exists():
+            import shutil
+
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+        fsync_dir(target.parent)
+        return str(target)
+
+    def runtime_metrics(self) -> dict[str, float | int | str]:
+        s = self.sample_stats
+        return {
+            "engine_prompt_prefill_s": round(s.prefill_s, 6),
+            "engine_decode_s": round(s.decode_s, 6),
+            "engine_prompt_tokens": s.prompt_tokens,
+            "engine_generated_tokens": s.generated_tokens,
+            "local_trainable_parameters": self.trainable_parameters,
+            "local_device": str(self.device),
+        }
+
+    def close(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)

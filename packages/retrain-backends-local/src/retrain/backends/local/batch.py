@@ -1,0 +1,66 @@
+"""Datums to padded tensors, and micro-batch slicing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from retrain.types import Datum
+
+
+@dataclass
+class Batch:
+    """Right-padded rows. Shifted views ([:, 1:]) align old logprobs and advantages with the
+    token each position predicts; `action` marks in-length positions with a non-zero advantage."""
+
+    input_ids: torch.Tensor  # [B, L]
+    attention_mask: torch.Tensor  # [B, L]
+    old_logprobs: torch.Tensor  # [B, L-1]
+    advantages: torch.Tensor  # [B, L-1]
+    action: torch.Tensor  # [B, L-1] bool
+
+    @property
+    def rows(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    @property
+    def action_tokens(self) -> int:
+        return int(self.action.sum())
+
+    def slice(self, start: int, stop: int) -> Batch:
+        b = Batch(self.input_ids[start:stop], self.attention_mask[start:stop], self.old_logprobs[start:stop],
+                  self.advantages[start:stop], self.action[start:stop])
+        width = int(b.attention_mask.sum(-1).max()) if b.rows else 1
+        if width < b.input_ids.shape[1]:
+            b = Batch(b.input_ids[:, :width], b.attention_mask[:, :width], b.old_logprobs[:, : width - 1],
+                      b.advantages[:, : width - 1], b.action[:, : width - 1])
+        return b
+
+
+def collate(datums: Sequence[Datum], pad_id: int, device: torch.device) -> Batch:
+    width = max(2, max(len(d.tokens) for d in datums))
+    rows = len(datums)
+    ids = torch.full((rows, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((rows, width), dtype=torch.long)
+    old = torch.zeros((rows, width), dtype=torch.float32)
+    adv = torch.zeros((rows, width), dtype=torch.float32)
+    for i, d in enumerate(datums):
+        n = len(d.tokens)
+        if not (len(d.logprobs) == len(d.advantages) == n):
+            raise ValueError(f"datum {i}: tokens, logprobs and advantages differ in length "
+                             f"({n}, {len(d.logprobs)}, {len(d.advantages)})")
+        ids[i, :n] = torch.tensor(d.tokens, dtype=torch.long)
+        mask[i, :n] = 1
+        old[i, :n] = torch.tensor(d.logprobs, dtype=torch.float32)
+        adv[i, :n] = torch.tensor(d.advantages, dtype=torch.float32)
+    in_length = mask[:, 1:].bool()
+    action = in_length & (adv[:, 1:] != 0)
+    return Batch(ids.to(device), mask.to(device), old[:, 1:].to(device), adv[:, 1:].to(device), action.to(device))
+
+
+def micro_batches(batch: Batch, size: int) -> list[Batch]:
+    if size <= 0 or size >= batch.rows:
+        return [batch]
+    return [batch.slice(i, min(i + size, batch.rows)) for i in range(0, batch.rows, size)]

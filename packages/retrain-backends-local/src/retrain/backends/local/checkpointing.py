@@ -1,0 +1,99 @@
+"""Checkpoint directories written atomically: weights, optimizer, RNG streams, metadata.
+
+The directory is assembled under a temporary name, every file is fsynced, then renamed into
+place; a reader (or a resumed run) sees a complete checkpoint or none. An existing directory
+of the same name (left by a run killed after writing it but before recording it) is replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from retrain.io.atomic import fsync_dir
+
+WEIGHTS_ADAPTER = "adapter"
+WEIGHTS_FULL = "model"
+
+
+def _fsync_tree(root: Path) -> None:
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            with open(path, "rb") as f:
+                os.fsync(f.fileno())
+    for folder in sorted({p.parent for p in root.rglob("*")} | {root}):
+        fsync_dir(folder)
+
+
+def save_weights(model: Any, folder: Path, *, lora: bool) -> None:
+    """A LoRA adapter (loadable with peft.PeftModel.from_pretrained) or the full model."""
+    if lora:
+        model.save_pretrained(str(folder))
+    else:
+        model.save_pretrained(str(folder), safe_serialization=True)
+
+
+def load_weights(model: Any, folder: Path, *, lora: bool) -> None:
+    from safetensors.torch import load_file
+
+    if lora:
+        from peft import set_peft_model_state_dict
+
+        state = load_file(str(folder / "adapter_model.safetensors"))
+        result = set_peft_model_state_dict(model, state)
+        unexpected = getattr(result, "unexpected_keys", [])
+        if unexpected:
+            raise RuntimeError(f"checkpoint {folder} has keys the model lacks: {unexpected[:3]}")
+        return
+    files = sorted(folder.glob("*.safetensors"))
+    state: dict[str, torch.Tensor] = {}
+    for f in files:
+        state.update(load_file(str(f)))
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    tied = {k for k in missing if k.endswith("lm_head.weight")}
+    if set(missing) - tied or unexpected:
+        raise RuntimeError(f"checkpoint {folder} does not match the model (missing {sorted(missing)[:3]}, "
+                           f"unexpected {sorted(unexpected)[:3]})")
+
+
+def write_checkpoint(path: str | Path, *, model: Any, lora: bool, optimizer: torch.optim.Optimizer,
+                     rng: dict[str, Any], meta: dict[str, Any]) -> Path:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    save_weights(model, tmp / (WEIGHTS_ADAPTER if lora else WEIGHTS_FULL), lora=lora)
+    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    torch.save(rng, tmp / "rng.pt")
+    (tmp / "checkpoint.json").write_text(json.dumps({**meta, "lora": lora}, indent=2, sort_keys=True) + "\n")
+    _fsync_tree(tmp)
+    if target.exists():
+        old = target.parent / f".{target.name}.old-{os.getpid()}"
+        os.replace(target, old)
+        os.replace(tmp, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, target)
+    fsync_dir(target.parent)
+    return target
+
+
+def read_checkpoint(path: str | Path, *, model: Any, lora: bool,
+                    optimizer: torch.optim.Optimizer) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Restore weights and optimizer in place; return (rng streams, metadata)."""
+    folder = Path(path)
+    meta = json.loads((folder / "checkpoint.json").read_text())
+    if bool(meta.get("lora")) != lora:
+        kind = "a LoRA adapter" if meta.get("lora") else "full model weights"
+        raise RuntimeError(f"checkpoint {folder} holds {kind}, which this run does not train")
+    load_weights(model, folder / (WEIGHTS_ADAPTER if lora else WEIGHTS_FULL), lora=lora)
+    optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
+    rng = torch.load(folder / "rng.pt", weights_only=False)
+    return rng, meta

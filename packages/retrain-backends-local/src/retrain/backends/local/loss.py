@@ -1,0 +1,134 @@
+"""Policy and supervised losses over the selected (action) tokens of a batch.
+
+Every function returns per-token losses for the N selected tokens; the caller divides their
+sum by the number of action tokens in the whole batch, so the gradient is the global token
+mean whatever the micro-batch split (spec algorithms.md §9.1). Token selections that depend
+on the whole batch (kl_cov's top-k, clip_cov's random picks) are computed once per update by
+`select_tokens` and passed in, which keeps micro-batched updates equal to full-batch ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class PolicyLossConfig:
+    mode: str = "standard"  # standard | kl_cov | clip_cov
+    clip_eps: float = 0.0
+    clip_eps_high: float = 0.0
+    clip_ratio_c: float = 0.0
+    kl_cov_percent: float = 0.2
+    kl_cov_coef: float = 1.0
+    clip_cov_ratio: float = 0.0002
+    clip_cov_min: float = 1.0
+    clip_cov_max: float = 5.0
+
+    @property
+    def needs_selection(self) -> bool:
+        return self.mode in ("kl_cov", "clip_cov")
+
+    def band(self) -> tuple[float, float]:
+        """(1 - eps_low, 1 + eps_high) of the ratio clip for the current mode."""
+        lo = self.clip_eps if self.clip_eps > 0 else (1.0 if self.mode == "clip_cov" else 0.0)
+        hi = self.clip_eps_high if self.clip_eps_high > 0 else lo
+        return 1.0 - lo, 1.0 + hi
+
+
+def _clipped_pg(ratio: torch.Tensor, adv: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
+    return torch.maximum(-ratio * adv, -ratio.clamp(lo, hi) * adv)
+
+
+def _covariance(new_lp: torch.Tensor, adv: torch.Tensor) -> torch.Tensor:
+    return (adv - adv.mean()) * (new_lp - new_lp.mean())
+
+
+def select_tokens(cfg: PolicyLossConfig, new_lp: torch.Tensor, old_lp: torch.Tensor, adv: torch.Tensor,
+                  generator: torch.Generator | None = None) -> torch.Tensor:
+    """Boolean mask over all N action tokens of the update (no gradient).
+
+    kl_cov: the top max(1, floor(N * percent / 100)) tokens by covariance get a |Δ| penalty.
+    clip_cov: max(1, floor(N * ratio)) tokens, drawn uniformly from those not already clipped
+    whose covariance lies in (min, max), lose their gradient.
+    """
+    new_lp, old_lp, adv = new_lp.detach().float(), old_lp.float(), adv.float()
+    n = new_lp.numel()
+    picked = torch.zeros(n, dtype=torch.bool, device=new_lp.device)
+    if n == 0 or not cfg.needs_selection:
+        return picked
+    cov = _covariance(new_lp, adv)
+    if cfg.mode == "kl_cov":
+        k = max(1, int(n * min(cfg.kl_cov_percent, 100.0) / 100.0))
+        picked[torch.topk(cov, k).indices] = True
+        return picked
+    lo, hi = cfg.band()
+    ratio = (new_lp - old_lp).exp()
+    by_origin = (-ratio.clamp(lo, hi) * adv) > (-ratio * adv)
+    eligible = (~by_origin & (cov > cfg.clip_cov_min) & (cov < cfg.clip_cov_max)).nonzero().squeeze(-1)
+    if eligible.numel() == 0:
+        return picked
+    want = min(max(1, int(n * cfg.clip_cov_ratio)), eligible.numel())
+    order = torch.randperm(eligible.numel(), generator=generator, device="cpu").to(eligible.device)
+    picked[eligible[order[:want]]] = True
+    return picked
+
+
+@dataclass
+class PolicyLoss:
+    per_token: torch.Tensor  # [N], with gradient
+    clip_fraction: float
+    cov_fraction: float
+    abs_kl: float
+
+
+def policy_loss(cfg: PolicyLossConfig, new_lp: torch.Tensor, old_lp: torch.Tensor, adv: torch.Tensor,
+                selected: torch.Tensor | None = None) -> PolicyLoss:
+    """Per-token policy loss for action tokens (spec algorithms.md §9.1 and its worked examples).
+
+    Dual clip (`clip_ratio_c > 0`) caps the loss of negative-advantage tokens at -A * c; the
+    reference applied it on Tinker only, we apply it wherever it is configured.
+    """
+    old_lp, adv = old_lp.to(new_lp.dtype), adv.to(new_lp.dtype)
+    delta = new_lp - old_lp
+    ratio = delta.exp()
+    n = max(new_lp.numel(), 1)
+    abs_kl = float(delta.detach().abs().sum()) / n
+    if selected is None:
+        selected = torch.zeros_like(new_lp, dtype=torch.bool)
+    clip_fraction = cov_fraction = 0.0
+    if cfg.mode == "standard":
+        if cfg.clip_eps > 0:
+            lo, hi = cfg.band()
+            loss = _clipped_pg(ratio, adv, lo, hi)
+            outside = (ratio.detach() < lo) | (ratio.detach() > hi)
+            clip_fraction = float(outside.sum()) / n
+        else:
+            loss = -ratio * adv
+    elif cfg.mode == "kl_cov":
+        loss = -ratio * adv + cfg.kl_cov_coef * delta.abs() * selected.to(delta.dtype)
+        cov_fraction = float(selected.sum()) / n
+    elif cfg.mode == "clip_cov":
+        lo, hi = cfg.band()
+        loss = _clipped_pg(ratio, adv, lo, hi)
+        loss = torch.where(selected, loss.detach() * 0.0, loss)
+        cov_fraction = clip_fraction = float(selected.sum()) / n
+    else:
+        raise ValueError(f"unknown policy_loss_mode {cfg.mode!r}")
+    if cfg.clip_ratio_c > 0:
+        capped = torch.minimum(loss, -adv * cfg.clip_ratio_c)
+        loss = torch.where(adv < 0, capped, loss)
+    return PolicyLoss(loss, clip_fraction, cov_fraction, abs_kl)
+
+
+def sft_loss(kind: str, new_lp: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Per-token supervised loss. cross_entropy: -w log p. importance_sampling: -w p, the RL
+    loss with zero old logprobs (its gradient vanishes where p is small; prefer cross_entropy
+    from a random initialisation)."""
+    weight = weight.to(new_lp.dtype)
+    if kind == "cross_entropy":
+        return -new_lp * weight
+    if kind == "importance_sampling":
+        return -new_lp.exp() * weight
+    raise ValueError(f"unknown sft loss {kind!r}")

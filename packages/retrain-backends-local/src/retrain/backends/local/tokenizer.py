@@ -1,0 +1,40 @@
+"""A transformers tokenizer behind the core `Tokenizer` protocol."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+class HFTokenizer:
+    def __init__(self, tokenizer: Any) -> None:
+        self.hf = tokenizer
+        eos: list[int] = []
+        for value in (tokenizer.eos_token_id, getattr(tokenizer, "eot_token_id", None)):
+            if isinstance(value, int) and value not in eos:
+                eos.append(value)
+        self.eos_token_ids: list[int] = eos
+        pad = tokenizer.pad_token_id
+        self.pad_token_id: int = pad if isinstance(pad, int) else (eos[0] if eos else 0)
+        self._template = bool(getattr(tokenizer, "chat_template", None))
+
+    def encode_prompt(self, text: str) -> list[int]:
+        if self._template:
+            messages = [{"role": "user", "content": text}]
+            try:
+                ids = self.hf.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
+                                                  return_dict=False, enable_thinking=False)
+            except TypeError:
+                ids = self.hf.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
+                                                  return_dict=False)
+            return [int(i) for i in ids]
+        return [int(i) for i in self.hf.encode(text, add_special_tokens=True)]
+
+    def encode(self, text: str) -> list[int]:
+        return [int(i) for i in self.hf.encode(text, add_special_tokens=False)]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return str(self.hf.decode(list(ids), skip_special_tokens=True))
+
+    def token_strings(self, ids: Sequence[int]) -> list[str]:
+        return [str(self.hf.decode([i], skip_special_tokens=False)) for i in ids]

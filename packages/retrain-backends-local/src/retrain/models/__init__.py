@@ -1,0 +1,1 @@
+"""Model loading and model-specific compatibility for the local backend."""

@@ -1,0 +1,49 @@
+"""Load a causal LM and its tokenizer: the built-in `tiny`, a local path, or a hub id."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from retrain.models.tiny import ASSETS, is_tiny
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    revision: str = ""
+    local_files_only: bool = False
+    trust_remote_code: bool = False
+    config_overrides: tuple[tuple[str, Any], ...] = ()
+
+
+def load_tokenizer(spec: ModelSpec) -> Any:
+    from transformers import AutoTokenizer
+
+    if is_tiny(spec.name):
+        return AutoTokenizer.from_pretrained(str(ASSETS), local_files_only=True)
+    return AutoTokenizer.from_pretrained(spec.name, revision=spec.revision or None,
+                                         local_files_only=spec.local_files_only,
+                                         trust_remote_code=spec.trust_remote_code)
+
+
+def load_model(spec: ModelSpec, *, seed: int, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+    """The model in eval-free default state on the CPU. `tiny` is initialised from `seed` with
+    a private generator state, so loading it never disturbs the caller's RNG streams."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    if is_tiny(spec.name):
+        raw = json.loads((ASSETS / "config.json").read_text())
+        raw.update(dict(spec.config_overrides))
+        model_type = raw.pop("model_type")
+        config = AutoConfig.for_model(model_type, **raw)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+        return model
+    return AutoModelForCausalLM.from_pretrained(spec.name, revision=spec.revision or None,
+                                                local_files_only=spec.local_files_only,
+                                                trust_remote_code=spec.trust_remote_code, dtype=dtype)

@@ -1,0 +1,29 @@
+"""Tiny models built from configs in tmp dirs; nothing is downloaded."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _threads() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def make_config(*flags: str):  # type: ignore[no-untyped-def]
+    from retrain.config import load_config
+
+    base = ["--model", "tiny", "--devices", "cpu", "--seed", "0", "--lora-rank", "4"]
+    return load_config(None, [*base, *flags], import_plugins=False).config
+
+
+@pytest.fixture
+def tiny_config():  # type: ignore[no-untyped-def]
+    return make_config

@@ -1,0 +1,26 @@
+"""The unsloth backend registers its metadata; until it is built, running it says so clearly."""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+import pytest
+
+from retrain.backends import catalog
+from retrain.backends.errors import BackendNotAvailable
+
+
+def test_entry_point_registers_the_definition() -> None:
+    (ep,) = [e for e in metadata.entry_points(group="retrain.backends") if e.name == "unsloth"]
+    definition = ep.load()
+    assert isinstance(definition, catalog.BackendDefinition)
+    assert definition.distribution == "retrain-backends-unsloth"
+    entry = catalog.lookup("unsloth")
+    assert entry is not None and entry.installed
+
+
+def test_factory_names_the_distribution() -> None:
+    from retrain.backends.unsloth.create import create_backend
+
+    with pytest.raises(BackendNotAvailable, match="retrain-backends-unsloth"):
+        create_backend(object())

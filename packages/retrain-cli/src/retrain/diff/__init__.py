@@ -1,0 +1,1 @@
+"""Comparing runs and campaign conditions: final metrics, winners, performance, curves."""

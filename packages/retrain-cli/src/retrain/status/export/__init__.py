@@ -1,0 +1,1 @@
+"""The live exporter behind `retrain status serve`: /metrics, /v1/runs and /healthz."""

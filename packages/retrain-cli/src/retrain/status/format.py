@@ -1,0 +1,123 @@
+"""Text rendering of a status report: a banner, campaign matrices, one line per standalone run.
+
+Progress is shown as steps done (`step + 1` of the last row, 0-based) out of max_steps.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from retrain.status.scan import STATES, CampaignSummary, RunSummary, StatusReport
+
+LABEL_WIDTH = 30
+CAMPAIGN_STATUSES = ("running", "partial", "done", "dead")
+LEGEND = "✓ finished   ✗ failed/dead   ~ stale   — not started"
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+def _num(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}g}"
+
+
+def _counts(counter: Counter[str], order: tuple[str, ...], empty: str) -> str:
+    parts = [f"{counter[name]} {name}" for name in order if counter[name]]
+    return ", ".join(parts) if parts else empty
+
+
+def banner(report: StatusReport) -> str:
+    campaigns = _counts(Counter(c.status for c in report.campaigns), CAMPAIGN_STATUSES, "0 campaigns")
+    runs = _counts(Counter(r.state for r in report.all_runs()), STATES, "0 runs")
+    return f"Campaigns: {campaigns}  |  Runs: {runs}"
+
+
+def truncate_left(label: str, width: int = LABEL_WIDTH) -> str:
+    return label if len(label) <= width else "…" + label[-(width - 1):]
+
+
+def cell(run: RunSummary | None) -> str:
+    if run is None or run.step is None:
+        return "—"
+    done = run.steps_done
+    if run.state == "finished":
+        return f"{done} ✓"
+    if run.state in ("failed", "dead"):
+        return f"{done} ✗"
+    progress = f"{done}/{run.max_steps}" if run.max_steps else f"{done}"
+    return progress + (" ~" if run.state == "stale" else "")
+
+
+def campaign_block(c: CampaignSummary, now: float) -> list[str]:
+    name = c.path.rstrip("/").rsplit("/", 1)[-1]
+    status = c.status + (f", {c.failed} failed" if c.failed else "")
+    lines = [f"{name}  [{status}]  {c.path}"]
+    run_time = sum(r.wall_time_s or 0.0 for r in c.runs)
+    idle = None if c.last_activity is None else now - c.last_activity
+    lines.append(f"  {len(c.conditions)} conditions x {len(c.seeds)} seeds = {c.num_runs} runs  "
+                 f"max_steps={c.max_steps or '-'}  run time: {duration(run_time)} (sum over runs)  "
+                 f"last write: {duration(idle)} ago")
+    if c.error:
+        lines.append(f"  warning: {c.error}")
+    by_key = {(r.condition, r.seed): r for r in c.runs}
+    cells = {cond: [cell(by_key.get((cond, seed))) for seed in c.seeds] for cond in c.conditions}
+    width = max([8, *(len(x) for row in cells.values() for x in row), *(len(f"s{s}") for s in c.seeds)])
+    label_width = max([9, *(len(truncate_left(cond)) for cond in c.conditions)])
+    lines.append("  " + "condition".ljust(label_width) + "".join(f"  {'s' + str(s):>{width}}" for s in c.seeds))
+    for cond in c.conditions:
+        lines.append("  " + truncate_left(cond).ljust(label_width)
+                     + "".join(f"  {x:>{width}}" for x in cells[cond]))
+    lines.append("  " + LEGEND)
+    return lines
+
+
+def run_line(r: RunSummary) -> str:
+    progress = "-" if r.step is None else (f"{r.steps_done}/{r.max_steps}" if r.max_steps else f"{r.steps_done}")
+    wall = duration(r.wall_time_s) + ("~" if r.wall_time_estimated else "")
+    parts = [r.path, r.condition or "-", f"step={progress}", f"cr={_pct(r.correct_rate)}",
+             f"reward={_num(r.mean_reward)}", f"loss={_num(r.loss)}", f"time={wall}", f"[{r.state}]"]
+    enqueue = r.train_submit_enqueue_share if r.train_share is None else None
+    optional: tuple[tuple[str, object, Callable[[Any], str]], ...] = (
+        ("tok/s", r.tokens_per_second, lambda v: f"{v:.0f}"),
+        ("sample", r.sample_share, _pct),
+        ("train", r.train_share, _pct),
+        ("enqueue", enqueue, _pct),
+        ("step_t", r.latest_step_time_s, lambda v: f"{v:.2f}s"),
+        ("rss", r.process_max_rss_mb, lambda v: f"{v:.0f}MB"),
+        ("pid", r.pid, lambda v: f"{v}{'' if r.alive else ' (gone)'}"),
+        ("trainer", r.trainer, str),
+        ("resume", r.resume_mode, str),
+        ("resume_warning", r.resume_warning, str),
+        ("failure", r.failure, str),
+    )
+    parts += [f"{key}={show(value)}" for key, value, show in optional if value not in (None, "")]
+    return "  " + "  ".join(parts)
+
+
+def render(report: StatusReport, *, hidden: int = 0) -> str:
+    lines = [banner(report)]
+    for c in report.campaigns:
+        lines += ["", *campaign_block(c, report.generated_at)]
+    if report.runs:
+        lines += ["", "Standalone runs:", *(run_line(r) for r in report.runs)]
+    if hidden:
+        lines += ["", f"({hidden} idle campaign{'s' if hidden != 1 else ''} hidden; --all shows them)"]
+    if not report.campaigns and not report.runs:
+        lines += ["", f"No runs under {report.root}."]
+    return "\n".join(lines)

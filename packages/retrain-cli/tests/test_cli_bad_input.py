@@ -1,0 +1,100 @@
+"""Bad input: exit status 2, a short message naming the culprit and the key, no traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+def check(res, *needles: str) -> None:  # type: ignore[no-untyped-def]
+    assert res.code == 2, (res.stdout, res.stderr)
+    assert "Traceback" not in res.stderr and "Traceback" not in res.stdout
+    for needle in needles:
+        assert needle in res.stderr, res.stderr
+
+
+CASES = {
+    "malformed": ("[training]\nlr = = 1\n", ["c.toml:2: malformed TOML"]),
+    "wrong_type": ("[training]\nmax_steps = 'many'\n", ["c.toml:2: [training] max_steps: 'many': expected an integer"]),
+    "out_of_range": ("[training]\ntop_p = 1.5\n", ["c.toml:2: [training] top_p: 1.5 must be <= 1"]),
+    "unknown_key": ("[training]\nlearning_rate = 1\n", ["[training] learning_rate: unknown key"]),
+    "unknown_section": ("[trainer]\nx = 1\n", ["[trainer]: unknown section", "did you mean 'training'?"]),
+    "unknown_backend": ("[backend]\nbackend = 'tinkr'\n", ["[backend] backend: unknown backend 'tinkr'", "'tinker'"]),
+    "unknown_mode": ("[algorithm]\nadvantage_mode = 'maxr'\n", ["[algorithm] advantage_mode: unknown advantage_mode 'maxr'"]),
+    "unknown_loss_mode": ("[training]\npolicy_loss_mode = 'ppo'\n", ["[training] policy_loss_mode: 'ppo': must be one of standard, kl_cov, clip_cov"]),
+    "plugin": ("[reward]\ntype = 'not_a_module_xyz.score'\n", ["[reward] type: plugin 'not_a_module_xyz.score' does not import"]),
+    "backend_option": ("[backend.options]\nliger = true\n", ["[backend.options] liger: unknown option for backend 'local'"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_config_cases(cli, tmp_path: Path, name: str) -> None:  # type: ignore[no-untyped-def]
+    text, needles = CASES[name]
+    (tmp_path / "c.toml").write_text(text)
+    for verb in (["explain", "c.toml"], ["c.toml"]):
+        check(cli(*verb), *needles)
+
+
+def test_missing_file(cli) -> None:  # type: ignore[no-untyped-def]
+    check(cli("nope.toml"), "nope.toml: file not found")
+    check(cli("explain", "nope.toml"), "nope.toml: file not found")
+
+
+def test_unreadable_file(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import os
+
+    p = tmp_path / "c.toml"
+    p.write_text("[training]\n")
+    p.chmod(0)
+    try:
+        if os.access(p, os.R_OK):
+            pytest.skip("running as a user that can read mode-0 files (root)")
+        check(cli("explain", "c.toml"), "c.toml: cannot read")
+    finally:
+        p.chmod(0o644)
+
+
+def test_directory_instead_of_file(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "d.toml").mkdir()
+    check(cli("d.toml"), "d.toml: is a directory")
+
+
+def test_no_config_anywhere(cli) -> None:  # type: ignore[no-untyped-def]
+    check(cli(), "no config given and no retrain.toml", "retrain init")
+
+
+def test_unknown_flag_and_missing_value(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "retrain.toml").write_text("")
+    check(cli("--max-step", "3"), "--max-step: unknown flag (hint: did you mean --max-steps?)")
+    check(cli("--lr"), "--lr: requires a value")
+    check(cli("retrain.toml", "extra.toml"), "unexpected argument 'extra.toml'")
+
+
+def test_several_problems_at_once(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "c.toml").write_text("[training]\nlr = -1\nbatch_size = 0\n[model]\nlora_rank = 0\n")
+    res = cli("c.toml")
+    check(res, "3 config problems", "lr: -1.0 must be > 0", "batch_size: 0 must be > 0", "lora_rank: 0 must be > 0")
+
+
+def test_valid_config_stops_before_training(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "c.toml").write_text("[training]\nmax_steps = 3\n")
+    check(cli("c.toml"), "training is not available in this version")
+
+
+def test_campaign_run_is_not_available_yet(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "c.toml").write_text("[campaign]\nseeds = [1]\n")
+    check(cli("c.toml"), "campaign runs are not available in this version")
+    check(cli("c.toml", "--lr", "1"), "override flags apply to single runs")
+
+
+def test_real_process_exit_code(cli_process, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "c.toml").write_text("[training]\nlr = 'fast'\n")
+    check(cli_process("c.toml", cwd=tmp_path), "c.toml:2: [training] lr: 'fast': expected a number")
+    res = cli_process("explain", "c.toml", cwd=tmp_path)
+    check(res, "expected a number")
+
+
+def test_unknown_command_option(cli) -> None:  # type: ignore[no-untyped-def]
+    res = cli("backends", "--jsn")
+    assert res.code == 2 and "No such option" in res.stderr

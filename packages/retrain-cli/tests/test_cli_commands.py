@@ -1,0 +1,173 @@
+"""The foundation commands on real configs: explain, init, backends, doctor, man, migrate-config."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from retrain.commands.init.templates import TEMPLATES
+
+REPO = Path(__file__).resolve().parents[3]
+DATA = REPO / "tests" / "data"
+
+
+def test_help_lists_commands(cli) -> None:  # type: ignore[no-untyped-def]
+    res = cli("--help")
+    assert res.code == 0
+    for verb in ("explain", "init", "backends", "doctor", "man", "migrate-config"):
+        assert verb in res.stdout
+    assert "\n  run " not in res.stdout.split("Commands:")[1]
+
+
+def test_version(cli) -> None:  # type: ignore[no-untyped-def]
+    res = cli("--version")
+    assert res.code == 0 and "retrain-core 0.1.0" in res.stdout
+
+
+def test_explain_reference_example(cli) -> None:  # type: ignore[no-untyped-def]
+    res = cli("explain", str(DATA / "reference_example.toml"), "--json")
+    assert res.code == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert data["condition"] == "grpo+none"
+    assert data["datums_per_step"] == 16 and data["total_datums"] == 320
+    assert data["log_dir"] == "logs/mini" and data["lora_alpha"] == 64
+    assert data["backend_capabilities"]["preserves_token_advantages"] is True
+
+
+def test_explain_research_config_text(cli) -> None:  # type: ignore[no-untyped-def]
+    res = cli("explain", str(DATA / "research.toml"))
+    assert res.code == 0, res.stderr
+    assert "retrain explain — dry-run preview (single)" in res.stdout
+    assert "maxrl+gtpo_sepa" in res.stdout and "clip_cov" in res.stdout
+
+
+def test_explain_overrides_and_default_file(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    shutil.copy(DATA / "reference_example.toml", tmp_path / "retrain.toml")
+    res = cli("explain", "--max-steps", "5", "--json")
+    data = json.loads(res.stdout)
+    assert data["config"] == "retrain.toml" and data["max_steps"] == 5 and data["total_datums"] == 80
+
+
+def test_explain_repo_demo_config(cli) -> None:  # type: ignore[no-untyped-def]
+    res = cli("explain", "--json", cwd=REPO)
+    assert res.code == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert data["model"] == "tiny" and data["data"] == "arithmetic" and data["devices"] == "cpu"
+
+
+@pytest.mark.parametrize("name", sorted(TEMPLATES))
+def test_every_template_writes_and_explains(cli, tmp_path: Path, name: str) -> None:  # type: ignore[no-untyped-def]
+    res = cli("init", "--template", name)
+    assert res.code == 0, res.stderr
+    target = tmp_path / TEMPLATES[name].filename
+    assert f"Created {TEMPLATES[name].filename} (template: {name})" in res.stdout
+    tomllib.loads(target.read_text())
+    res = cli("explain", str(target), "--json")
+    assert res.code == 0, res.stderr
+    assert json.loads(res.stdout)["mode"] == ("campaign" if name == "campaign" else "single")
+
+
+def test_init_list_and_refusal(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    assert "quickstart" in cli("init", "--list").stdout
+    (tmp_path / "retrain.toml").write_text("x")
+    res = cli("init")
+    assert res.code == 2 and "refusing to overwrite" in res.stderr
+    assert (tmp_path / "retrain.toml").read_text() == "x"
+    assert cli("init", "--force").code == 0
+    res = cli("init", "-t", "quikstart")
+    assert res.code == 2 and "did you mean 'quickstart'" in res.stderr
+
+
+def test_campaign_explain(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "c.toml").write_text(
+        "[campaign]\nseeds = [1, 2]\n[[campaign.conditions]]\nadvantage_mode = 'grpo'\ntransform_mode = 'none'\n"
+        "lr = 1e-4\n[[campaign.conditions]]\nadvantage_mode = 'maxrl'\ntransform_mode = 'gtpo'\n"
+        "[training]\nmax_steps = 12\n")
+    data = json.loads(cli("explain", "c.toml", "--json").stdout)
+    assert data["conditions"] == ["grpo+none~lr=0.0001", "maxrl+gtpo"]
+    assert data["total_runs"] == 4 and data["max_steps"] == 12
+
+
+def test_campaign_condition_validated_on_base(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "c.toml").write_text(
+        "[campaign]\n[[campaign.conditions]]\nadvantage_mode = 'grpo'\ntransform_mode = 'none'\nclip_eps_high = 0.3\n"
+        "[[campaign.conditions]]\nadvantage_mode = 'grpo'\ntransform_mode = 'none'\nlrr = 1\n")
+    res = cli("explain", "c.toml")
+    assert res.code == 2
+    assert "#1 [training] clip_eps_high: needs clip_eps > 0" in res.stderr
+    assert "#2 lrr: unknown field" in res.stderr
+
+
+def test_squeeze_explain(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "s.toml").write_text("[squeeze]\nadapter_path = 'a'\n[model]\nlora_rank = 16\n")
+    data = json.loads(cli("explain", "s.toml", "--json").stdout)
+    assert data == {"mode": "squeeze", "config": "s.toml", "adapter_path": "a", "source_rank": 16,
+                    "min_variance_retention": 0.95}
+    (tmp_path / "t.toml").write_text("[squeeze]\n")
+    res = cli("explain", "t.toml")
+    assert res.code == 2 and "[squeeze] adapter_path: required" in res.stderr
+
+
+def test_backends_json(cli) -> None:  # type: ignore[no-untyped-def]
+    data = json.loads(cli("backends", "--json").stdout)
+    by_name = {b["name"]: b for b in data["builtins"]}
+    assert by_name["local"]["installed"] and by_name["local"]["status"] == "available"
+    assert by_name["tinker"]["status"] == "not available in this version"
+    assert by_name["prime_rl"]["status"] == "not installed"
+    assert "train_microbatch_size" in by_name["local"]["option_schema"]
+    assert data["plugin"]["entry_point_group"] == "retrain.backends"
+
+
+def test_doctor(cli) -> None:  # type: ignore[no-untyped-def]
+    res = cli("doctor")
+    assert res.code == 0 and "retrain-core" in res.stdout and "CUDA devices" in res.stdout
+    data = json.loads(cli("doctor", "--json").stdout)
+    assert {p["module"] for p in data["packages"]} >= {"torch", "tinker", "verifiers"}
+
+
+def test_man(cli) -> None:  # type: ignore[no-untyped-def]
+    topics = cli("man", "--list-topics").stdout.split()
+    assert {"quickstart", "configuration", "options", "campaign"} <= set(topics)
+    res = cli("man", "--topic", "options")
+    assert "--optim-beta1" in res.stdout and "--backend-opt KEY=VALUE" in res.stdout
+    data = json.loads(cli("man", "configuration", "--json").stdout)
+    assert data["topic"] == "configuration" and "[training]" in data["content"]
+    assert "clip_cov_ratio" in data["content"]
+    res = cli("man", "--topic", "quikstart")
+    assert res.code == 2 and "did you mean 'quickstart'" in res.stderr
+    full = cli("man")
+    assert full.code == 0 and "QUICKSTART" in full.stdout
+
+
+LEGACY = '[backend]\nbackend = "prime_rl"\nprime_rl_zmq_port = 6000\n'
+
+
+def test_migrate_config_modes(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "c.toml").write_text(LEGACY)
+    res = cli("migrate-config", "c.toml")
+    assert res.code == 0 and "+zmq_port = 6000" in res.stdout
+    res = cli("migrate-config", "c.toml", "--check")
+    assert res.code == 1 and "Migration required" in res.stdout
+    res = cli("migrate-config", "c.toml", "--write", "--backup")
+    assert res.code == 0 and (tmp_path / "c.toml.bak").read_text() == LEGACY
+    assert "[backend.options]" in (tmp_path / "c.toml").read_text()
+    res = cli("migrate-config", "c.toml", "--check")
+    assert res.code == 0 and "No migration needed" in res.stdout
+    res = cli("migrate-config", "--stdin", "--stdout", input=LEGACY)
+    assert tomllib.loads(res.stdout)["backend"]["options"] == {"zmq_port": 6000}
+    report = json.loads(cli("migrate-config", "--stdin", "--json", input=LEGACY).stdout)
+    assert report["legacy_keys"] == ["prime_rl_zmq_port"] and report["needs_migration"]
+
+
+@pytest.mark.parametrize("args", [
+    ["--check", "--write", "c.toml"], ["--backup", "c.toml"], ["c.toml", "--stdin"], [],
+    ["c.toml", "--write", "--output", "x.toml"],
+])
+def test_migrate_config_conflicts(cli, tmp_path: Path, args: list[str]) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "c.toml").write_text(LEGACY)
+    res = cli("migrate-config", *args)
+    assert res.code == 2 and res.stderr.startswith("error: ")

@@ -1,0 +1,46 @@
+"""`retrain --help` and the commands that do not train import no heavy ML package."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+HEAVY = ("torch", "transformers", "peft", "tinker", "verifiers", "triton", "unsloth", "numpy.linalg")
+
+PROBE = """
+import sys, io, contextlib, json
+from retrain.cli import app
+out = io.StringIO()
+with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+    try:
+        app(args=sys.argv[1:], prog_name="retrain")
+    except SystemExit:
+        pass
+heavy = {HEAVY!r}
+print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {{h.split('.')[0] for h in heavy if h != 'numpy.linalg'}})))
+"""
+
+
+@pytest.mark.parametrize("args", [
+    ["--help"], ["explain", "--json"], ["backends", "--json"], ["doctor"], ["man", "options"],
+    ["init", "--list"], ["migrate-config", "retrain.toml", "--check"], ["retrain.toml"], ["--version"],
+])
+def test_no_heavy_imports(args: list[str]) -> None:
+    code = PROBE.format(HEAVY=HEAVY)
+    proc = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, check=True)
+    loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert loaded == [], f"{args} imported {loaded}"
+
+
+def test_help_starts_fast(tmp_path: Path) -> None:
+    """Not a timing test: --help must not load the config machinery, msgspec or rich."""
+    code = "import sys\nfrom retrain.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n" \
+           "print(sorted(m for m in sys.modules if m.startswith(('retrain.config.load', 'retrain.config.schema', 'msgspec', 'rich'))))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert proc.stdout.strip().splitlines()[-1] == "[]"

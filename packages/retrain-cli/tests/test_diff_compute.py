@@ -1,0 +1,76 @@
+import pytest
+
+from retrain.diff.compute import average, compare, load_condition, load_run, winner
+from retrain.diff.format import buckets, render, sparkline
+
+
+def test_load_run_reads_finals_perf_wall_and_curve(tmp_path, make_run, row):
+    rows = [row(0, correct_rate=0.1), row(1, correct_rate=0.4, loss=0.2, process_max_rss_mb=900.0)]
+    side = load_run(make_run(tmp_path / "a", rows=rows, tail=b'{"step": 2, "lo'), "a")
+    assert side.final == {"loss": 0.2, "correct_rate": 0.4, "mean_reward": 0.11}
+    assert side.steps == 2 and side.wall_time_s == 4.0
+    assert side.curve == [0.1, 0.4]
+    assert side.perf["mean_step_time_s"] == 2.0 and side.perf["peak_process_max_rss_mb"] == 900.0
+    assert side.perf["mean_tokens_per_second"] == 1000.5
+    assert [s for s, _ in side.series["loss"]] == [0, 1]
+
+
+def test_load_run_accepts_the_metrics_file_itself(tmp_path, make_run):
+    run = make_run(tmp_path / "a", 3)
+    assert load_run(run / "metrics.jsonl").steps == 3
+
+
+def test_winner_directions():
+    assert winner("loss", 0.1, 0.2) == "<"
+    assert winner("correct_rate", 0.1, 0.2) == ">"
+    assert winner("mean_step_time_s", 1.0, 2.0) == "<"
+    assert winner("mean_tokens_per_second", 1.0, 2.0) == ">"
+    assert winner("loss", 0.1, 0.1 + 1e-12) == "="
+    assert winner("loss", None, 0.1) == ""
+
+
+def test_average_over_seeds_handles_ragged_curves(tmp_path, make_run, row):
+    a = load_run(make_run(tmp_path / "s1", rows=[row(0, correct_rate=0.2), row(1, correct_rate=0.4)]))
+    b = load_run(make_run(tmp_path / "s2", rows=[row(0, correct_rate=0.4), row(1, correct_rate=0.6), row(2, correct_rate=0.8)]))
+    mean = average("cond", [a, b])
+    assert mean.curve == pytest.approx([0.3, 0.5, 0.8])
+    assert mean.final["correct_rate"] == pytest.approx(0.6)
+    assert mean.steps == 2 and mean.runs == 2 and mean.wall_time_s == 5.0
+    assert [s for s, _ in mean.series["loss"]] == [0, 1, 2]
+
+
+def test_campaign_conditions(tmp_path, make_campaign):
+    campaign = make_campaign(tmp_path, "campaign_c", ["grpo+none", "maxrl+gtpo"], [1, 2],
+                             runs={("grpo+none", 1): {"steps": 4}, ("grpo+none", 2): {"steps": 6},
+                                   ("maxrl+gtpo", 1): {"steps": 3}})
+    side = load_condition(campaign, "grpo+none")
+    assert side.runs == 2 and side.steps == 5
+    assert load_condition(campaign, "maxrl+gtpo").runs == 1
+
+
+def test_unknown_condition_lists_the_known_ones(tmp_path, make_campaign):
+    from retrain.commands.errors import UsageError
+
+    campaign = make_campaign(tmp_path, "campaign_c", ["grpo+none"], [1], runs={("grpo+none", 1): {"steps": 2}})
+    with pytest.raises(UsageError) as err:
+        load_condition(campaign, "nope")
+    assert "grpo+none" in err.value.hint
+
+
+def test_sparkline_buckets_and_shared_scale():
+    assert buckets([1.0, 2.0, 3.0, 4.0], 2) == [1.5, 3.5]
+    assert len(buckets(list(range(100)), 20)) == 20
+    assert sparkline([0.0, 0.5, 1.0], 0.0, 1.0) == " ▄█"
+    assert sparkline([0.5, 0.5], 0.5, 0.5) == "██"
+    assert sparkline([0.0, 1.0], 0.0, 2.0) == " ▄"
+
+
+def test_render_marks_winners_and_draws_curves(tmp_path, make_run, row):
+    a = load_run(make_run(tmp_path / "a", rows=[row(i, correct_rate=0.1 * i, loss=1.0) for i in range(5)]), "A-run")
+    b = load_run(make_run(tmp_path / "b", rows=[row(i, correct_rate=0.05 * i, loss=0.5) for i in range(5)]), "B-run")
+    result = compare(a, b)
+    assert result["winners"]["loss"] == ">" and result["winners"]["correct_rate"] == "<"
+    text = render(result)
+    lines = {line.split()[0]: line for line in text.splitlines() if line.startswith("  ") and line.strip()}
+    assert lines["loss"].rstrip().endswith("B") and lines["correct_rate"].rstrip().endswith("A")
+    assert "A:" in text and "Performance:" in text and "█" in text

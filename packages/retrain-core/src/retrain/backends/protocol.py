@@ -1,0 +1,73 @@
+"""The backend contract the trainer programs against (spec/backends.md §1).
+
+A backend owns the model, the tokenizer, sampling and the optimizer. The trainer talks to it
+in token ids only and never imports torch. Checkpoints are directories the backend writes and
+reads back; the trainer decides when and names them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+from retrain.types import Completion, Datum, TrainOutput
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    eos_token_ids: Sequence[int]
+
+    def encode_prompt(self, text: str) -> list[int]:
+        """The prompt as the model sees it (chat template with a generation prompt)."""
+        ...
+
+    def encode(self, text: str) -> list[int]:
+        """Plain text to ids, no special tokens (SFT targets)."""
+        ...
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Ids to text, special tokens dropped."""
+        ...
+
+    def token_strings(self, ids: Sequence[int]) -> list[str]:
+        """One string per id (planning detectors, surprisal logs)."""
+        ...
+
+
+@runtime_checkable
+class TrainBackend(Protocol):
+    tokenizer: Tokenizer
+
+    def checkpoint(self, name: str) -> None:
+        """Make the latest weights visible to sampling (a no-op when they share the model)."""
+        ...
+
+    def sample(self, prompts: Sequence[Sequence[int]], num_samples: int, max_tokens: int,
+               temperature: float, top_p: float) -> list[list[Completion]]:
+        """`num_samples` completions per prompt, all prompts in one batch where possible."""
+        ...
+
+    def train_step(self, datums: Sequence[Datum], lr: float, weight_decay: float) -> TrainOutput:
+        """One optimizer update on the RL loss over `datums`."""
+        ...
+
+    def sft_step(self, datums: Sequence[Datum], lr: float, weight_decay: float) -> TrainOutput:
+        """One optimizer update on the supervised loss (advantage 1 marks target tokens)."""
+        ...
+
+    def save_checkpoint(self, path: str) -> str:
+        """Write everything needed to continue exactly (weights, optimizer, RNG) to `path`."""
+        ...
+
+    def load_checkpoint(self, path: str) -> None:
+        ...
+
+    def save_adapter(self, path: str) -> str:
+        """Write the trained weights alone (a peft adapter for LoRA) and return their path."""
+        ...
+
+    def runtime_metrics(self) -> Mapping[str, float | int | str]:
+        ...
+
+    def close(self) -> None:
+        ...

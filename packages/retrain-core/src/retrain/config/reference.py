@@ -1,0 +1,86 @@
+"""The configuration reference (docs/configuration.md), rendered from the schema."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from retrain.config.fields import FieldSpec, all_fields
+from retrain.config.schema import SECTIONS
+
+HEADER = """\
+# Configuration reference
+
+<!-- Generated from retrain.config.schema by scripts/gen_config_docs.py; do not edit by hand.
+     A test fails when this file and the schema drift apart. -->
+
+Every key of a single-run TOML file, by section. The **flag** column is the command-line
+override (`retrain file.toml --max-steps 40`); it follows the reference implementation's field
+names, so commands written for it keep working. Nested tables (`[backend.options]`,
+`[algorithm.params]`, `[algorithm.advantage_params]`, `[algorithm.transform_params]`) are
+overridden key by key with the repeatable flags `--backend-opt K=V`, `--algorithm-param K=V`,
+`--advantage-param K=V` and `--transform-param K=V`.
+
+Unknown sections and keys are errors with a suggestion. See [validation](validation.md) for the
+cross-field rules and [campaigns](campaigns.md) for the `[campaign]` table.
+"""
+
+
+def _default(spec: FieldSpec) -> str:
+    d = spec.default
+    if isinstance(d, bool):
+        return "`true`" if d else "`false`"
+    if isinstance(d, str):
+        return f'`"{d}"`'
+    if isinstance(d, dict | list):
+        return f"`{json.dumps(d)}`"
+    return f"`{d!r}`"
+
+
+def _type(spec: FieldSpec) -> str:
+    name = spec.type_name()
+    if spec.choices:
+        name += ": " + " \\| ".join(f"`{c}`" for c in spec.choices)
+    bounds = spec.bounds_text()
+    if bounds:
+        name += f" ({bounds})"
+    return name
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render_markdown() -> str:
+    parts = [HEADER]
+    by_section: dict[str, list[FieldSpec]] = {}
+    for spec in all_fields():
+        by_section.setdefault(spec.section, []).append(spec)
+    for section in SECTIONS:
+        parts.append(f"\n## `[{section}]`\n")
+        parts.append("| key | type | default | flag | meaning |")
+        parts.append("|---|---|---|---|---|")
+        for spec in by_section[section]:
+            flag = f"`{spec.flag}`" if not spec.is_mapping else _mapping_flag(spec)
+            parts.append(f"| `{spec.key}` | {_escape(_type(spec))} | {_escape(_default(spec))} | {flag} | "
+                         f"{_escape(spec.description)} |")
+    parts.append("")
+    return "\n".join(parts)
+
+
+def _mapping_flag(spec: FieldSpec) -> str:
+    from retrain.config.override import MAPPING_FLAGS
+
+    for flag, target in MAPPING_FLAGS.items():
+        if target == spec.flat:
+            return f"`{flag} K=V`"
+    return "-"
+
+
+def reference_rows() -> list[dict[str, Any]]:
+    """The same content as data (for `retrain man --json` and tests)."""
+    return [
+        {"section": s.section, "key": s.key, "flag": s.flag, "type": s.type_name(), "default": s.default,
+         "description": s.description}
+        for s in all_fields()
+    ]

@@ -1,0 +1,79 @@
+"""What a run tells its user while it trains: a `Reporter` receives events; the plain one here
+prints lines, the CLI supplies a live progress bar."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any, Protocol, TextIO
+
+
+class Reporter(Protocol):
+    def start(self, info: Mapping[str, Any]) -> None: ...
+
+    def warmup(self, step: int, total: int, row: Mapping[str, Any]) -> None: ...
+
+    def step(self, step: int, total: int, row: Mapping[str, Any]) -> None: ...
+
+    def message(self, text: str) -> None: ...
+
+    def finish(self, summary: Mapping[str, Any]) -> None: ...
+
+
+def step_line(step: int, row: Mapping[str, Any]) -> str:
+    return (f"step {step} [{row.get('condition', '')}] loss={row.get('loss', 0.0):.4f} "
+            f"reward={row.get('mean_reward', 0.0):.3f} correct={100 * row.get('correct_rate', 0.0):.1f}% "
+            f"datums={row.get('num_datums', 0)} tok/s={row.get('tokens_per_second', 0.0):.0f} "
+            f"time={row.get('step_time_s', 0.0):.2f}s")
+
+
+def summary_lines(summary: Mapping[str, Any]) -> list[str]:
+    lines = [f"Training complete: {summary.get('condition', '')}, {summary.get('steps', 0)} RL steps "
+             f"in {summary.get('elapsed_s', 0.0):.1f}s"]
+    if "first_reward" in summary:
+        lines.append(f"  mean reward, first {summary['window']} RL steps: {summary['first_reward']:.3f}")
+        lines.append(f"  mean reward, last {summary['window']} RL steps:  {summary['last_reward']:.3f}"
+                     f"  ({summary['last_reward'] - summary['first_reward']:+.3f})")
+    for key in ("final_adapter", "log_dir"):
+        if summary.get(key):
+            lines.append(f"  {key.replace('_', ' ')}: {summary[key]}")
+    return lines
+
+
+class PlainReporter:
+    def __init__(self, stream: TextIO | None = None, every: int = 10) -> None:
+        self.stream = stream or sys.stderr
+        self.every = max(1, every)
+
+    def _print(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+    def start(self, info: Mapping[str, Any]) -> None:
+        self._print("retrain: " + ", ".join(f"{k}={v}" for k, v in info.items()))
+
+    def warmup(self, step: int, total: int, row: Mapping[str, Any]) -> None:
+        if step % self.every == 0 or step == total - 1:
+            self._print(f"warmup {step + 1}/{total} loss={row.get('loss', 0.0):.4f}")
+
+    def step(self, step: int, total: int, row: Mapping[str, Any]) -> None:
+        if step % self.every == 0 or step == total - 1:
+            self._print(step_line(step, row))
+
+    def message(self, text: str) -> None:
+        self._print(text)
+
+    def finish(self, summary: Mapping[str, Any]) -> None:
+        for line in summary_lines(summary):
+            self._print(line)
+
+
+class SilentReporter:
+    def start(self, info: Mapping[str, Any]) -> None: ...
+
+    def warmup(self, step: int, total: int, row: Mapping[str, Any]) -> None: ...
+
+    def step(self, step: int, total: int, row: Mapping[str, Any]) -> None: ...
+
+    def message(self, text: str) -> None: ...
+
+    def finish(self, summary: Mapping[str, Any]) -> None: ...

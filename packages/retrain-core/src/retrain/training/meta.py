@@ -1,0 +1,52 @@
+"""`run_meta.json`: what ran (resolved config, secrets redacted; versions; seed) and how it ended."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from retrain.config.schema import TrainConfig
+from retrain.config.snapshot import config_snapshot
+
+DISTRIBUTIONS = ("retrain-core", "retrain-kernels", "retrain-backends-local", "retrain-backends-tinker",
+                 "retrain-backends-unsloth", "retrain-envs", "retrain-cli", "torch", "transformers", "peft",
+                 "numpy", "msgspec")
+
+
+def versions() -> dict[str, str]:
+    out = {"python": sys.version.split()[0], "platform": platform.platform()}
+    for name in DISTRIBUTIONS:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def run_meta(config: TrainConfig, *, status: str, config_path: str = "", policy_ref: str = "",
+             failure: str = "", error: str = "", last_row: dict[str, Any] | None = None) -> dict[str, Any]:
+    log_dir = Path(config.logging.log_dir)
+    meta: dict[str, Any] = {
+        "trainer": config.training.trainer,
+        "run_id": log_dir.name or "run",
+        "status": status,
+        "pid": os.getpid(),
+        "time": time.time(),
+        "config_path": config_path,
+        "seed": config.training.seed,
+        "config": config_snapshot(config),
+        "versions": versions(),
+    }
+    if policy_ref:
+        meta["policy_ref"] = policy_ref
+    if failure:
+        meta["failure_status"] = failure
+        meta["error_message"] = error
+    if last_row is not None:
+        meta["metrics"] = last_row
+    return meta

@@ -1,0 +1,138 @@
+"""Sample and score one step's groups, turn rewards into token advantages, build datums.
+
+The order follows spec algorithms.md §1: reward ties decide which groups train; the pipeline
+gives token advantages per kept group (with the step's SEPA lambda); then, over the whole
+step, REINFORCE++ batch normalisation and the advantage cap.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from retrain.advantages.episode import batch_normalize
+from retrain.backends.protocol import TrainBackend
+from retrain.planning.create import masks as planning_masks
+from retrain.training.flow import Flow
+from retrain.training.signals import (
+    apply_advantage_cap,
+    correct_count,
+    group_disposition,
+    summarize_reward_ties,
+    tie_metrics,
+)
+from retrain.types import Completion, Datum, Example
+
+
+@dataclass
+class Group:
+    example: Example
+    prompt_ids: list[int]
+    completions: list[Completion]
+    texts: list[str]
+    rewards: np.ndarray
+    train: bool = True
+    note: str = ""
+
+
+@dataclass
+class StepRollouts:
+    groups: list[Group]
+    sample_time_s: float
+    score_time_s: float
+    reward_metrics: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def rewards(self) -> np.ndarray:
+        return np.concatenate([g.rewards for g in self.groups]) if self.groups else np.zeros(0)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(len(c.token_ids) for g in self.groups for c in g.completions)
+
+    @property
+    def length_hits(self) -> int:
+        return sum(c.finish_reason == "length" for g in self.groups for c in g.completions)
+
+
+def collect(backend: TrainBackend, flow: Flow, batch: Sequence[tuple[Example, list[int]]], *, group_size: int,
+            max_tokens: int, temperature: float, top_p: float) -> StepRollouts:
+    t0 = time.perf_counter()
+    samples = backend.sample([ids for _, ids in batch], group_size, max_tokens, temperature, top_p)
+    t1 = time.perf_counter()
+    tok = backend.tokenizer
+    texts = [[tok.decode(c.token_ids) for c in group] for group in samples]
+    responses = [t for group in texts for t in group]
+    references = [ex.reference for ex, _ in batch for _ in range(group_size)]
+    scored = flow.reward.score_batch(responses, references)
+    scores = np.asarray(scored.scores, dtype=np.float64)
+    groups = [Group(ex, ids, list(comps), txts, scores[i * group_size:(i + 1) * group_size])
+              for i, ((ex, ids), comps, txts) in enumerate(zip(batch, samples, texts, strict=True))]
+    return StepRollouts(groups, t1 - t0, time.perf_counter() - t1, scored.metrics())
+
+
+@dataclass
+class StepAdvantages:
+    datums: list[Datum]
+    metrics: dict[str, float]
+    correct: int
+    total: int
+
+
+def advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *, step: int, sepa_lambda: float,
+               adv_clip_max: float, tl_grpo: bool = False) -> StepAdvantages:
+    pipeline = flow.pipeline
+    plugin = pipeline.episode_source != "builtin"
+    ties = []
+    kept: list[Group] = []
+    rows: list[np.ndarray] = []
+    metric_parts: list[dict[str, float]] = []
+    for g in rollouts.groups:
+        t = summarize_reward_ties(g.rewards)
+        ties.append(t)
+        disp = group_disposition(t, g.rewards, tl_grpo=tl_grpo, plugin_advantage=plugin)
+        g.train, g.note = disp.train, disp.label
+        if not disp.train:
+            continue
+        lps = [np.asarray(c.logprobs, dtype=np.float64) for c in g.completions]
+        masks = None
+        if flow.detector is not None:
+            masks = planning_masks(flow.detector, [backend.tokenizer.token_strings(c.token_ids) for c in g.completions])
+        entropies = None
+        if pipeline.needs_entropies:
+            entropies = [np.asarray(c.entropies or [], dtype=np.float64) for c in g.completions]
+        result = pipeline.compute_group(g.rewards, lps, planning_masks=masks, entropies=entropies,
+                                        sepa_lambda=sepa_lambda, step=step)
+        metric_parts.append(result.metrics)
+        kept.append(g)
+        rows.extend(result.completions())
+    correct = correct_count(rollouts.rewards)
+    total = int(rollouts.rewards.shape[0])
+    flow.sepa.observe_correct_rate(correct / total if total else 0.0)
+    if flow.sepa.schedule == "auto":
+        flow.sepa.observe_completions([c.logprobs for g in rollouts.groups for c in g.completions])
+    metrics: dict[str, float] = dict(tie_metrics(ties))
+    for key in sorted({k for part in metric_parts for k in part}):
+        values = [p[key] for p in metric_parts if key in p]
+        metrics[key] = float(np.mean(values))
+    if pipeline.batch_normalize:
+        rows, norm = batch_normalize(rows)
+        metrics.update(norm)
+    rows, cap = apply_advantage_cap(rows, adv_clip_max)
+    metrics.update(cap)
+    datums: list[Datum] = []
+    it = iter(rows)
+    for g in kept:
+        pad = [0.0] * len(g.prompt_ids)
+        for c in g.completions:
+            adv = next(it)
+            datums.append(Datum(tokens=g.prompt_ids + c.token_ids, logprobs=pad + list(c.logprobs),
+                                advantages=pad + adv.tolist()))
+    return StepAdvantages(datums, metrics, correct, total)
+
+
+def nonzero_action_tokens(datums: Sequence[Datum]) -> int:
+    return sum(sum(1 for a in d.advantages[1:] if a != 0.0) for d in datums)

@@ -1,0 +1,54 @@
+"""Typed records that cross package boundaries: samples, datums, step results.
+
+Token ids and logprobs are plain lists here (core holds no tensors). Datum layout, shared by
+every backend: `tokens` = prompt ids + completion ids; `logprobs` and `advantages` have the
+same length, 0.0 on prompt positions, and position j holds the value for token j (predicted
+at position j-1). A token takes part in the RL loss only where its advantage is non-zero.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+FinishReason = Literal["stop", "length"]
+
+
+class Completion(msgspec.Struct, kw_only=True):
+    """One sampled completion: ids (never the prompt), behaviour logprobs, why it ended."""
+
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: FinishReason = "stop"
+    entropies: list[float] | None = None
+
+
+class Datum(msgspec.Struct, kw_only=True):
+    tokens: list[int]
+    logprobs: list[float]
+    advantages: list[float]
+
+    @property
+    def prompt_length(self) -> int:
+        for i, a in enumerate(self.advantages):
+            if a != 0.0:
+                return i
+        return len(self.tokens)
+
+
+class TrainOutput(msgspec.Struct, kw_only=True):
+    """What one optimizer update reports: the token-mean loss and backend diagnostics."""
+
+    loss: float
+    tokens: int = 0
+    metrics: dict[str, float | int | str] = msgspec.field(default_factory=dict)
+
+
+class Example(msgspec.Struct, kw_only=True):
+    """A prompt with its verifiable reference; `completion` is an SFT target when known."""
+
+    prompt: str
+    reference: str
+    completion: str = ""
+    task: str = "default"

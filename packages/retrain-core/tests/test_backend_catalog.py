@@ -1,0 +1,58 @@
+"""The backend catalog: built-ins, entry points, dotted plugins and their hooks."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from retrain.backends import catalog
+from retrain.backends.options import LOCAL_OPTIONS, normalize_options
+
+
+def test_builtin_capabilities_match_the_contract() -> None:
+    local = catalog.lookup("local")
+    assert local is not None and local.source == "builtin"
+    assert local.definition.capabilities.preserves_token_advantages
+    prime = catalog.lookup("prime_rl")
+    assert prime is not None and not prime.definition.capabilities.preserves_token_advantages
+    assert catalog.lookup("nope") is None
+
+
+def test_normalize_fills_defaults_and_coerces() -> None:
+    out, issues = normalize_options("local", {"liger_kernel": "off", "train_microbatch_size": "3"}, LOCAL_OPTIONS)
+    assert not issues
+    assert out["liger_kernel"] is False and out["train_microbatch_size"] == 3
+    assert set(out) == set(LOCAL_OPTIONS)
+    _, issues = normalize_options("local", {"train_microbatch_size": True}, LOCAL_OPTIONS)
+    assert "expected an integer, got a boolean" in issues[0].message
+    _, issues = normalize_options("local", {"train_microbatch_size": -1}, LOCAL_OPTIONS)
+    assert "must be >= 0" in issues[0].message
+
+
+def test_dotted_plugin_hooks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "mybackend_xyz.py").write_text(
+        "RETRAIN_BACKEND_CAPABILITIES = {'reports_sync_loss': True, 'preserves_token_advantages': True,\n"
+        "  'supports_checkpoint_resume': False, 'resume_runtime_dependent': False}\n"
+        "def retrain_backend_option_schema(options):\n"
+        "    return {'speed': {'type': 'int', 'default': 1}}\n"
+        "def make(config):\n    raise RuntimeError\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    entry = catalog.dotted_plugin_entry("mybackend_xyz.make", {})
+    assert entry.source == "plugin/hook"
+    assert entry.definition.capabilities.preserves_token_advantages
+    assert entry.definition.option_schema is not None
+    out, issues = normalize_options("mybackend_xyz.make", {"speed": "4"}, entry.definition.option_schema)
+    assert out == {"speed": 4} and not issues
+    sys.modules.pop("mybackend_xyz", None)
+
+
+def test_describe_catalog_is_json_ready() -> None:
+    import json
+
+    data = catalog.describe_catalog()
+    names = [b["name"] for b in data["builtins"]]
+    assert names == ["local", "unsloth", "tinker", "prime_rl"]
+    json.dumps(data)

@@ -1,0 +1,30 @@
+"""Docs generated from code stay in sync; every page the nav names exists."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from retrain.config.fields import all_fields
+from retrain.config.reference import render_markdown
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_configuration_reference_matches_schema() -> None:
+    current = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
+    assert current == render_markdown(), "docs/configuration.md is stale: run `uv run python scripts/gen_config_docs.py`"
+
+
+def test_every_key_documented() -> None:
+    text = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
+    for spec in all_fields():
+        assert f"| `{spec.key}` |" in text
+        assert spec.description, f"{spec.label} has no description"
+
+
+def test_nav_pages_exist() -> None:
+    nav = re.findall(r":\s*([\w/-]+\.md)\s*$", (REPO / "mkdocs.yml").read_text(), flags=re.M)
+    assert nav
+    for page in nav:
+        assert (REPO / "docs" / page).is_file(), page
