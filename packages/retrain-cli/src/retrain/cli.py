@@ -103,6 +103,45 @@ def explain_cmd(
     guarded(run, list(ctx.args), as_json)
 
 
+@app.command("trace", context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+             options_metavar="[CONFIG] [--flag value ...] [--json]")
+def trace_cmd(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Preflight of CONFIG's training flow: backend capabilities against the algorithm, and the
+    advantage pipeline on synthetic groups. Exit 1 on FAIL, with the reason. No GPU, no torch."""
+    from retrain.commands.trace.run import run
+
+    guarded(run, list(ctx.args), as_json)
+
+
+@app.command("plugins")
+def plugins_cmd(
+    config: Annotated[str | None, typer.Argument(help="Config whose [plugins] search paths to use.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """What every pluggable kind can be set to: built-ins, installed entry points, and plugin
+    modules found under the [plugins] search paths."""
+    from retrain.commands.plugins.run import run
+
+    guarded(run, config, as_json)
+
+
+@app.command("init-plugin")
+def init_plugin_cmd(
+    kind: Annotated[str | None, typer.Option("--kind", "-k", help="transform, advantage, algorithm, reward, "
+                                             "planning, data, backend, inference, backpressure, trainer.")] = None,
+    name: Annotated[str | None, typer.Option("--name", "-n", help="Plugin name (made a Python identifier).")] = None,
+    output_dir: Annotated[str, typer.Option("--output-dir", "-o", help="Folder for the plugin module.")] = "plugins",
+    with_test: Annotated[bool, typer.Option("--with-test", help="Also write tests/test_NAME_plugin.py.")] = False,
+) -> None:
+    """Scaffold a plugin module (and a passing test) and print the TOML that selects it."""
+    from retrain.commands.plugins.scaffold import run
+
+    guarded(run, kind, name, output_dir, with_test)
+
+
 @app.command("init")
 def init_cmd(
     template: Annotated[str, typer.Option("--template", "-t", help="Template name.")] = "default",

@@ -96,7 +96,9 @@ def discover_beta(r: Floats, params: Mapping[str, Any]) -> float:
     return best
 
 
-def discover_entropic(rewards: Floats, params: Mapping[str, Any]) -> tuple[Floats, dict[str, float]]:
+def discover_entropic(
+    rewards: Floats, params: Mapping[str, Any]
+) -> tuple[Floats, dict[str, float]]:
     """A_i = n * p_i - 1 (sums to zero) with p the Boltzmann weights at the searched beta."""
     n = rewards.shape[0]
     if n == 0:
@@ -107,8 +109,12 @@ def discover_entropic(rewards: Floats, params: Mapping[str, Any]) -> tuple[Float
     else:
         p, kl = boltzmann(rewards, beta)
         adv = n * p - 1.0
-    metrics = {"discover_beta": beta, "discover_kl": kl, "discover_reward_max": float(rewards.max()),
-               "discover_reward_mean": robust_mean(rewards)}
+    metrics = {
+        "discover_beta": beta,
+        "discover_kl": kl,
+        "discover_reward_max": float(rewards.max()),
+        "discover_reward_mean": robust_mean(rewards),
+    }
     return adv, metrics
 
 
@@ -159,7 +165,10 @@ def plugin_from_object(obj: Any, name: str, source: str) -> AlgorithmPlugin:
     if not callable(obj):
         raise TypeError(f"algorithm plugin {name!r} is not callable")
     return AlgorithmPlugin(
-        name=name, fn=obj, needs_planning=bool(getattr(obj, "needs_planning", False)),
+        name=name,
+        fn=obj,
+        needs_planning=bool(getattr(obj, "needs_planning", False)),
         uses_sepa_controller=bool(getattr(obj, "uses_sepa_controller", False)),
-        token_varying=bool(getattr(obj, "token_varying", True)), source=source,
+        token_varying=bool(getattr(obj, "token_varying", True)),
+        source=source,
     )

@@ -128,5 +128,7 @@ def entropy_mask(tok: Floats, raw_u: Floats, rho: float) -> tuple[Floats, dict[s
     fraction = float((~keep).sum()) / total if total else 0.0
     # rho >= 1 keeps everything; report the smallest kept value rather than -inf (not JSON).
     finite = threshold if math.isfinite(threshold) else (float(u.min()) if total else 0.0)
-    return np.where(keep, tok, 0.0), {"entropy_mask_threshold": finite,
-                                      "entropy_mask_fraction": fraction}
+    return np.where(keep, tok, 0.0), {
+        "entropy_mask_threshold": finite,
+        "entropy_mask_fraction": fraction,
+    }

@@ -36,7 +36,10 @@ def _rewards(rewards: Sequence[float] | Floats) -> Floats:
 
 def is_uniform(r: Floats, eps: float = TIE_EPS) -> bool:
     """True for an empty or single group, or one whose rewards are all within eps of the minimum."""
-    return r.shape[0] < 2 or float(r.max() - r.min()) <= eps
+    if r.shape[0] < 2:
+        return True
+    with np.errstate(over="ignore"):
+        return float(r.max() - r.min()) <= eps
 
 
 def robust_mean(r: Floats) -> float:
@@ -92,8 +95,11 @@ def batch_normalize(rows: Sequence[Floats]) -> tuple[list[Floats], dict[str, flo
     nonzero = flat != 0.0
     count = int(nonzero.sum())
     if count == 0:
-        return [a.copy() for a in arrays], {"batch_adv_count": 0.0, "batch_adv_mean": 0.0,
-                                            "batch_adv_std": 0.0}
+        return [a.copy() for a in arrays], {
+            "batch_adv_count": 0.0,
+            "batch_adv_mean": 0.0,
+            "batch_adv_std": 0.0,
+        }
     values = flat[nonzero]
     # Computed on values / scale so that huge advantages cannot overflow the moments.
     scale = float(np.max(np.abs(values)))

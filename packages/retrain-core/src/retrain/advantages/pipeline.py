@@ -68,6 +68,7 @@ class GroupInput:
 def _builtin_episode(fn: Callable[[Floats], Floats]) -> EpisodeStage:
     def run(r: Floats, step: int) -> tuple[Floats, dict[str, float]]:
         return fn(r), {}
+
     return run
 
 
@@ -90,17 +91,20 @@ def _plugin_episode(obj: Any, name: str, params: dict[str, Any]) -> EpisodeStage
         else:
             raw = call_with_params(fn, rewards, dict(params))
         return check_episode_output(raw, r.shape[0], where)
+
     return run
 
 
 def _discover_episode(params: dict[str, Any]) -> EpisodeStage:
     def run(r: Floats, step: int) -> tuple[Floats, dict[str, float]]:
         return discover_entropic(r, params)
+
     return run
 
 
-def _episode_stage(name: str, params: dict[str, Any], algorithm_params: dict[str, Any],
-                   search_paths: Sequence[str]) -> tuple[EpisodeStage, str]:
+def _episode_stage(
+    name: str, params: dict[str, Any], algorithm_params: dict[str, Any], search_paths: Sequence[str]
+) -> tuple[EpisodeStage, str]:
     if name == "discover_entropic":
         return _discover_episode(algorithm_params), "builtin"
     found = lookup("advantage_mode", name, search_paths)
@@ -124,10 +128,21 @@ def _check_logprobs(lp: Floats) -> None:
 class AdvantagePipeline:
     """One configured advantage computation (see the module docstring for the order)."""
 
-    def __init__(self, *, condition: str, advantage: str, transform: Transform | None,
-                 episode: EpisodeStage | None, episode_source: str, uncertainty: Uncertainty,
-                 params: dict[str, Any], beta: float, alpha: float, batch_normalize: bool,
-                 algorithm: AlgorithmPlugin | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        condition: str,
+        advantage: str,
+        transform: Transform | None,
+        episode: EpisodeStage | None,
+        episode_source: str,
+        uncertainty: Uncertainty,
+        params: dict[str, Any],
+        beta: float,
+        alpha: float,
+        batch_normalize: bool,
+        algorithm: AlgorithmPlugin | None = None,
+    ) -> None:
         self.condition = condition
         self.advantage = advantage
         self.transform = transform
@@ -166,8 +181,13 @@ class AdvantagePipeline:
     def needs_entropies(self) -> bool:
         """Per-token entropies from the sampler are required (shannon_entropy)."""
         t = self.transform
-        return (self.algorithm is None and t is not None and t.use_gtpo and t.context is None
-                and self.uncertainty.needs_entropies)
+        return (
+            self.algorithm is None
+            and t is not None
+            and t.use_gtpo
+            and t.context is None
+            and self.uncertainty.needs_entropies
+        )
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -189,10 +209,17 @@ class AdvantagePipeline:
 
     # ------------------------------------------------------------ computation
 
-    def compute_group(self, rewards: Sequence[float] | Floats, logprobs: Sequence[ArrayLike], *,
-                      planning_masks: Sequence[ArrayLike] | None = None,
-                      entropies: Sequence[ArrayLike] | None = None, sepa_lambda: float = 0.0,
-                      step: int = 0, delight_eta_prev: float | None = None) -> GroupAdvantages:
+    def compute_group(
+        self,
+        rewards: Sequence[float] | Floats,
+        logprobs: Sequence[ArrayLike],
+        *,
+        planning_masks: Sequence[ArrayLike] | None = None,
+        entropies: Sequence[ArrayLike] | None = None,
+        sepa_lambda: float = 0.0,
+        step: int = 0,
+        delight_eta_prev: float | None = None,
+    ) -> GroupAdvantages:
         """Token advantages of one prompt group.
 
         `logprobs[i]` are completion i's sampled-token logprobs (may be empty). Planning masks
@@ -212,8 +239,9 @@ class AdvantagePipeline:
         else:
             mask = np.zeros(layout.total)
         ent = layout.flatten(entropies, what="entropies") if entropies is not None else None
-        step_in = StepInputs(sepa_lambda=float(sepa_lambda), step=int(step),
-                             delight_eta_prev=delight_eta_prev)
+        step_in = StepInputs(
+            sepa_lambda=float(sepa_lambda), step=int(step), delight_eta_prev=delight_eta_prev
+        )
         if self.algorithm is not None:
             return self._algorithm_group(layout, r, lp, mask, ent, step_in)
         assert self.episode_stage is not None and self.transform is not None
@@ -225,14 +253,20 @@ class AdvantagePipeline:
             raise ValueError(f"{self.condition} produced a non-finite token advantage")
         return GroupAdvantages.build(layout, episode, tok, metrics, stats)
 
-    def _tokens(self, g: GroupTokens, s: StepInputs) -> tuple[Floats, TokenStats | None, dict[str, float]]:
+    def _tokens(
+        self, g: GroupTokens, s: StepInputs
+    ) -> tuple[Floats, TokenStats | None, dict[str, float]]:
         t = self.transform
         assert t is not None
         if t.context is not None:
             tok, metrics = t.context(g, s, self.params, self.beta, self.alpha)
             return tok, None, metrics
         if not t.use_gtpo:
-            return g.layout.expand(g.episode), TokenStats.of(surprisal(g.logprobs), None, g.mask), {}
+            return (
+                g.layout.expand(g.episode),
+                TokenStats.of(surprisal(g.logprobs), None, g.mask),
+                {},
+            )
         raw_u = self.uncertainty.values(g.layout, g.logprobs, g.entropies, g.mask, self.params)
         u = raw_u
         if t.uncertainty_transform is not None:
@@ -246,35 +280,56 @@ class AdvantagePipeline:
             tok, extra = t.post_process(g.layout, tok, raw_u, self.params)
         return tok, stats, extra
 
-    def _algorithm_group(self, layout: Ragged, r: Floats, lp: Floats, mask: Floats,
-                         ent: Floats | None, s: StepInputs) -> GroupAdvantages:
+    def _algorithm_group(
+        self, layout: Ragged, r: Floats, lp: Floats, mask: Floats, ent: Floats | None, s: StepInputs
+    ) -> GroupAdvantages:
         plugin = self.algorithm
         assert plugin is not None
         ctx = AlgorithmContext(
-            rewards=r.tolist(), logprobs=[x.tolist() for x in layout.split(lp)],
+            rewards=r.tolist(),
+            logprobs=[x.tolist() for x in layout.split(lp)],
             planning_masks=[[int(m) for m in x.tolist()] for x in layout.split(mask)],
-            params=dict(self.params), step=s.step, sepa_lambda=s.sepa_lambda,
-            gtpo_beta=self.beta, hicra_alpha=self.alpha,
+            params=dict(self.params),
+            step=s.step,
+            sepa_lambda=s.sepa_lambda,
+            gtpo_beta=self.beta,
+            hicra_alpha=self.alpha,
             precomputed_entropies=None if ent is None else [x.tolist() for x in layout.split(ent)],
         )
         tok, metrics = token_output(plugin.fn(ctx), layout, f"algorithm plugin {plugin.name!r}")
         episode, _ = layout.mean(tok)
         return GroupAdvantages.build(layout, episode, tok, metrics)
 
-    def compute_groups(self, groups: Sequence[GroupInput], *, sepa_lambda: float = 0.0, step: int = 0,
-                       delight_eta_prev: float | None = None) -> tuple[list[GroupAdvantages], dict[str, float]]:
+    def compute_groups(
+        self,
+        groups: Sequence[GroupInput],
+        *,
+        sepa_lambda: float = 0.0,
+        step: int = 0,
+        delight_eta_prev: float | None = None,
+    ) -> tuple[list[GroupAdvantages], dict[str, float]]:
         """Every group of a step, plus the step-level merge of their metrics."""
-        out = [self.compute_group(g.rewards, g.logprobs, planning_masks=g.planning_masks,
-                                  entropies=g.entropies, sepa_lambda=sepa_lambda, step=step,
-                                  delight_eta_prev=delight_eta_prev) for g in groups]
+        out = [
+            self.compute_group(
+                g.rewards,
+                g.logprobs,
+                planning_masks=g.planning_masks,
+                entropies=g.entropies,
+                sepa_lambda=sepa_lambda,
+                step=step,
+                delight_eta_prev=delight_eta_prev,
+            )
+            for g in groups
+        ]
         return out, merge_metrics(out)
 
 
 # ---------------------------------------------------------------- construction
 
 
-def _transform_params(config: TrainConfig, table: Mapping[str, Any],
-                      rho_source: Mapping[str, Any]) -> dict[str, Any]:
+def _transform_params(
+    config: TrainConfig, table: Mapping[str, Any], rho_source: Mapping[str, Any]
+) -> dict[str, Any]:
     """Post-process defaults (uncertainty kind, mask rho) overwritten by the transform's table.
 
     Either rho key in `table` wins over the top-level value (the reference let the top-level
@@ -301,11 +356,15 @@ def _uncertainty_name(config: TrainConfig, params: Mapping[str, Any]) -> str:
     return config.algorithm.uncertainty_kind
 
 
-def _check_params(transform: Transform, params: Mapping[str, Any], beta: float, alpha: float) -> None:
+def _check_params(
+    transform: Transform, params: Mapping[str, Any], beta: float, alpha: float
+) -> None:
     if beta < 0:
         raise ValueError(f"[gtpo] beta must be >= 0, got {beta}")
     if not 0 <= alpha <= 1:
-        raise ValueError(f"[hicra] alpha must be in [0, 1] (above 1 HICRA flips negative credit), got {alpha}")
+        raise ValueError(
+            f"[hicra] alpha must be in [0, 1] (above 1 HICRA flips negative credit), got {alpha}"
+        )
     rho = mask_rho(params)
     if not 0.0 <= rho <= 1.0:
         raise ValueError(f"surprisal_mask_rho must be in [0, 1], got {rho}")
@@ -325,10 +384,18 @@ def build_pipeline(config: TrainConfig) -> AdvantagePipeline:
             plugin = algorithm_plugin(found.obj, a.algorithm_mode, f"{found.source}:{found.origin}")
             params = _algorithm_plugin_params(config)
             return AdvantagePipeline(
-                condition=a.algorithm_mode, advantage="", transform=None, episode=None,
-                episode_source="", uncertainty=resolve_uncertainty(a.uncertainty_kind, search),
-                params=params, beta=beta, alpha=alpha,
-                batch_normalize=config.training.batch_advantage_norm, algorithm=plugin)
+                condition=a.algorithm_mode,
+                advantage="",
+                transform=None,
+                episode=None,
+                episode_source="",
+                uncertainty=resolve_uncertainty(a.uncertainty_kind, search),
+                params=params,
+                beta=beta,
+                alpha=alpha,
+                batch_normalize=config.training.batch_advantage_norm,
+                algorithm=plugin,
+            )
         advantage, transform_name = found.obj.advantage, found.obj.transform
         nested = algorithm_params.get("transform_params")
         table = {**a.transform_params, **(nested if isinstance(nested, dict) else {})}
@@ -341,14 +408,23 @@ def build_pipeline(config: TrainConfig) -> AdvantagePipeline:
     transform = _transform(transform_name, search)
     _check_params(transform, params, beta, alpha)
     adv_params = {**a.advantage_params}
-    for key, value in (("algorithm_mode", a.algorithm_mode), ("advantage_mode", advantage),
-                       ("transform_mode", transform_name)):
+    for key, value in (
+        ("algorithm_mode", a.algorithm_mode),
+        ("advantage_mode", advantage),
+        ("transform_mode", transform_name),
+    ):
         adv_params.setdefault(key, value)
     episode, source = _episode_stage(advantage, adv_params, algorithm_params, search)
     return AdvantagePipeline(
-        condition=condition, advantage=advantage, transform=transform, episode=episode,
-        episode_source=source, uncertainty=resolve_uncertainty(_uncertainty_name(config, params), search),
-        params=params, beta=beta, alpha=alpha,
+        condition=condition,
+        advantage=advantage,
+        transform=transform,
+        episode=episode,
+        episode_source=source,
+        uncertainty=resolve_uncertainty(_uncertainty_name(config, params), search),
+        params=params,
+        beta=beta,
+        alpha=alpha,
         batch_normalize=config.training.batch_advantage_norm or advantage == "reinforce_pp",
     )
 
@@ -360,10 +436,14 @@ def _algorithm_plugin_params(config: TrainConfig) -> dict[str, Any]:
     transform_params = {**a.transform_params, **(nested if isinstance(nested, dict) else {})}
     transform_params.setdefault("uncertainty_kind", a.uncertainty_kind)
     for key, value in (
-        ("advantage_mode", a.advantage_mode), ("transform_mode", a.transform_mode),
-        ("advantage_params", dict(a.advantage_params)), ("transform_params", transform_params),
-        ("uncertainty_kind", a.uncertainty_kind), ("surprisal_mask_rho", a.surprisal_mask_rho),
-        ("entropy_mask_rho", a.surprisal_mask_rho), ("gtpo_beta", config.gtpo.beta),
+        ("advantage_mode", a.advantage_mode),
+        ("transform_mode", a.transform_mode),
+        ("advantage_params", dict(a.advantage_params)),
+        ("transform_params", transform_params),
+        ("uncertainty_kind", a.uncertainty_kind),
+        ("surprisal_mask_rho", a.surprisal_mask_rho),
+        ("entropy_mask_rho", a.surprisal_mask_rho),
+        ("gtpo_beta", config.gtpo.beta),
         ("hicra_alpha", config.hicra.alpha),
     ):
         params.setdefault(key, value)

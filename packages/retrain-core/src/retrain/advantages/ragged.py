@@ -57,20 +57,24 @@ class Ragged:
     @classmethod
     def of(cls, rows: Sequence[ArrayLike]) -> tuple[Ragged, Floats]:
         """Layout and the flat float64 values of `rows` (each a 1-D sequence)."""
-        arrays = [np.asarray(r, dtype=np.float64).reshape(-1) for r in rows]
+        arrays = [np.asarray(r).reshape(-1) for r in rows]
         layout = cls([a.shape[0] for a in arrays])
-        flat = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.float64)
+        flat = np.concatenate(arrays, dtype=np.float64) if arrays else np.zeros(0, dtype=np.float64)
         return layout, flat
 
-    def flatten(self, rows: Sequence[ArrayLike], *, what: str, dtype: Any = np.float64) -> NDArray[Any]:
+    def flatten(
+        self, rows: Sequence[ArrayLike], *, what: str, dtype: Any = np.float64
+    ) -> NDArray[Any]:
         """Flat values of `rows`, checked against this layout's lengths."""
         if len(rows) != self.n:
             raise ValueError(f"{what}: expected {self.n} rows, got {len(rows)}")
-        arrays = [np.asarray(r, dtype=dtype).reshape(-1) for r in rows]
+        arrays = [np.asarray(r).reshape(-1) for r in rows]
         for i, (a, n) in enumerate(zip(arrays, self.lengths.tolist(), strict=True)):
             if a.shape[0] != n:
                 raise ValueError(f"{what}: row {i} has {a.shape[0]} values for {n} tokens")
-        return np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)
+        if not arrays:
+            return np.zeros(0, dtype=dtype)
+        return np.concatenate(arrays, dtype=dtype, casting="unsafe")
 
     def sum(self, x: Floats) -> Floats:
         """Per-segment sums of a flat array."""
@@ -86,7 +90,9 @@ class Ragged:
         """Per-segment sums of x over the flat indices `idx` only (cheap for sparse idx)."""
         if idx.size == 0:
             return np.zeros(self.n, dtype=np.float64)
-        return np.bincount(self.segment_of(idx), weights=x[idx], minlength=self.n).astype(np.float64, copy=False)
+        return np.bincount(self.segment_of(idx), weights=x[idx], minlength=self.n).astype(
+            np.float64, copy=False
+        )
 
     def count_at(self, idx: Ints) -> Floats:
         if idx.size == 0:
@@ -120,25 +126,78 @@ class Ragged:
         """Per-segment max - min (0 for empty segments)."""
         return self._reduce(np.maximum, x, 0.0) - self._reduce(np.minimum, x, 0.0)
 
-    def sort_within(self, key: Floats) -> Ints:
-        """Stable order of flat indices that sorts each segment by `key` (segments stay in place)."""
-        return np.lexsort((key, self.seg)).astype(np.int64)
+    # ------------------------------------------------------------ sorting within segments
+    # Segments are sorted as the rows of a padded 2-D array (a plain reshape when every
+    # completion has the same length): numpy sorts rows far faster than a lexsort on
+    # (segment, value) pairs.
 
-    def rank_within(self, order: Ints) -> Ints:
-        """Rank of each token inside its segment under `order` (from `sort_within`)."""
-        ranks = np.empty(self.total, dtype=np.int64)
-        ranks[order] = np.arange(self.total, dtype=np.int64) - self.offsets[self.seg[order]]
-        return ranks
+    @property
+    def width(self) -> int:
+        return int(self.lengths.max()) if self.n else 0
+
+    def padded(self, x: NDArray[Any], fill: float) -> NDArray[Any]:
+        """An (n, width) array holding each segment's values left-aligned, padded with fill."""
+        width = self.width
+        if self.n and bool(np.all(self.lengths == width)):
+            return x.reshape(self.n, width)
+        out = np.full((self.n, width), fill, dtype=x.dtype)
+        out[self.seg, np.arange(self.total) - np.repeat(self.offsets[:-1], self.lengths)] = x
+        return out
+
+    def sorted_rows(self, x: Floats) -> Floats:
+        """Each segment's values sorted ascending, as padded rows (+inf after the end)."""
+        return np.sort(self.padded(x, np.inf), axis=1)
 
     def median(self, x: Floats) -> Floats:
         """Per-segment median (mean of the two middle values when even); 0 when empty."""
-        order = self.sort_within(x)
-        ordered = x[order]
         out = np.zeros(self.n, dtype=np.float64)
-        nonempty = self.lengths > 0
-        lo = self.offsets[:-1] + (self.lengths - 1) // 2
-        hi = self.offsets[:-1] + self.lengths // 2
-        out[nonempty] = 0.5 * (ordered[lo[nonempty]] + ordered[hi[nonempty]])
+        if self.total == 0:
+            return out
+        rows = self.sorted_rows(x)
+        idx = np.flatnonzero(self.nonempty)
+        lo, hi = (self.lengths[idx] - 1) // 2, self.lengths[idx] // 2
+        out[idx] = 0.5 * (rows[idx, lo] + rows[idx, hi])
+        return out
+
+    def half_sums(self, x: Floats) -> tuple[Floats, Floats]:
+        """(sum of the floor(n/2) smallest, sum of the floor(n/2) largest values) per segment."""
+        bottom, top = np.zeros(self.n), np.zeros(self.n)
+        half = self.lengths // 2
+        idx = np.flatnonzero(half > 0)
+        if idx.size == 0:
+            return bottom, top
+        cums = np.cumsum(self.sorted_rows(x)[idx], axis=1)
+        n, h = self.lengths[idx], half[idx]
+        rows = np.arange(idx.size)
+        bottom[idx] = cums[rows, h - 1]
+        before_top = np.where(n - h - 1 >= 0, cums[rows, np.maximum(n - h - 1, 0)], 0.0)
+        top[idx] = cums[rows, n - 1] - before_top
+        return bottom, top
+
+    def top_k_mask(self, key: Floats, k: Ints) -> NDArray[np.bool_]:
+        """True for the k[i] tokens of segment i with the largest key; ties at the cut are
+        taken in index order (a stable descending sort)."""
+        keep = np.zeros(self.total, dtype=bool)
+        if self.total == 0:
+            return keep
+        k = np.minimum(np.maximum(k, 0), self.lengths)
+        rows = np.sort(self.padded(key, -np.inf), axis=1)  # ascending, padding first
+        width = rows.shape[1]
+        has = k > 0
+        cut = np.full(self.n, np.inf)
+        cut[has] = rows[np.flatnonzero(has), width - k[has]]
+        cut_flat: Floats = self.expand(cut)
+        above: NDArray[np.bool_] = key > cut_flat
+        tied: NDArray[np.bool_] = key == cut_flat
+        room: Ints = self.expand(k - self.sum(above.astype(np.float64)).astype(np.int64))
+        out: NDArray[np.bool_] = above | (tied & (self._tied_rank(tied) <= room))
+        return out
+
+    def _tied_rank(self, tied: NDArray[np.bool_]) -> Ints:
+        """1-based position of each True among the Trues of its segment (index order)."""
+        running = np.cumsum(tied, dtype=np.int64)
+        starts: Ints = np.concatenate(([0], running))[self.offsets[:-1]]
+        out: Ints = running - self.expand(starts)
         return out
 
     def split(self, flat: NDArray[Any]) -> list[NDArray[Any]]:

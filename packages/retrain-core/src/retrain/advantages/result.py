@@ -8,6 +8,7 @@ Metric names follow the reference's metrics.jsonl: `exec_surprisal_mean`, `plan_
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,14 +18,24 @@ import numpy as np
 from retrain.advantages.ragged import FLOAT_MAX, Floats, Ints, Ragged
 
 STAT_KEYS = frozenset(
-    [f"{n}_surprisal_{m}" for n in ("exec", "plan", "post_exec", "post_plan") for m in ("mean", "var")]
+    [
+        f"{n}_surprisal_{m}"
+        for n in ("exec", "plan", "post_exec", "post_plan")
+        for m in ("mean", "var")
+    ]
     + [f"{n}_entropy_{m}" for n in ("exec", "plan") for m in ("mean", "var")]
 )
 
 
+def _finite(v: float) -> float:
+    if math.isfinite(v):
+        return v
+    return 0.0 if math.isnan(v) else math.copysign(FLOAT_MAX, v)
+
+
 def finite_metrics(metrics: dict[str, float]) -> dict[str, float]:
     """Metrics as finite floats (an overflowed diagnostic saturates; NaN becomes 0)."""
-    return {k: float(np.clip(np.nan_to_num(float(v)), -FLOAT_MAX, FLOAT_MAX)) for k, v in metrics.items()}
+    return {k: _finite(float(v)) for k, v in metrics.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,13 +101,21 @@ class TokenStats:
 
     @classmethod
     def pooled(cls, parts: Sequence[TokenStats]) -> TokenStats:
-        return cls(*(Moments.pooled([getattr(p, f) for p in parts])
-                     for f in ("exec_", "plan", "post_exec", "post_plan")))
+        return cls(
+            *(
+                Moments.pooled([getattr(p, f) for p in parts])
+                for f in ("exec_", "plan", "post_exec", "post_plan")
+            )
+        )
 
     def metrics(self) -> dict[str, float]:
         out: dict[str, float] = {}
-        for name, m in (("exec", self.exec_), ("plan", self.plan), ("post_exec", self.post_exec),
-                        ("post_plan", self.post_plan)):
+        for name, m in (
+            ("exec", self.exec_),
+            ("plan", self.plan),
+            ("post_exec", self.post_exec),
+            ("post_plan", self.post_plan),
+        ):
             if m.count:
                 out[f"{name}_surprisal_mean"] = m.mean
                 out[f"{name}_surprisal_var"] = m.var
@@ -122,8 +141,14 @@ class GroupAdvantages:
     stats: TokenStats | None = None
 
     @classmethod
-    def build(cls, layout: Ragged, episode: Floats, tokens: Floats, metrics: dict[str, float],
-              stats: TokenStats | None = None) -> GroupAdvantages:
+    def build(
+        cls,
+        layout: Ragged,
+        episode: Floats,
+        tokens: Floats,
+        metrics: dict[str, float],
+        stats: TokenStats | None = None,
+    ) -> GroupAdvantages:
         full = dict(metrics)
         if stats is not None:
             full.update(stats.metrics())
@@ -131,7 +156,9 @@ class GroupAdvantages:
 
     def completions(self) -> list[Floats]:
         """Per-completion token advantages (views into `tokens`)."""
-        return np.split(self.tokens, self.offsets[1:-1].tolist()) if self.offsets.shape[0] > 1 else []
+        return (
+            np.split(self.tokens, self.offsets[1:-1].tolist()) if self.offsets.shape[0] > 1 else []
+        )
 
     @property
     def lengths(self) -> Ints:
@@ -142,9 +169,11 @@ class GroupAdvantages:
         return Ragged(self.lengths).spread(self.tokens)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"episode": self.episode.tolist(),
-                "token_advantages": [c.tolist() for c in self.completions()],
-                "metrics": dict(self.metrics)}
+        return {
+            "episode": self.episode.tolist(),
+            "token_advantages": [c.tolist() for c in self.completions()],
+            "metrics": dict(self.metrics),
+        }
 
 
 def merge_metrics(groups: Sequence[GroupAdvantages]) -> dict[str, float]:

@@ -55,8 +55,9 @@ class StepInputs:
 
 
 #: (group, step inputs, params, beta, alpha) -> (token advantages, metrics)
-ContextFn = Callable[[GroupTokens, StepInputs, Mapping[str, Any], float, float],
-                     tuple[Floats, dict[str, float]]]
+ContextFn = Callable[
+    [GroupTokens, StepInputs, Mapping[str, Any], float, float], tuple[Floats, dict[str, float]]
+]
 
 
 @dataclass(frozen=True)
@@ -75,8 +76,9 @@ class Transform:
     source: str = "builtin"
 
 
-def _entropy_mask(layout: Ragged, tok: Floats, raw_u: Floats,
-                  params: Mapping[str, Any]) -> tuple[Floats, dict[str, float]]:
+def _entropy_mask(
+    layout: Ragged, tok: Floats, raw_u: Floats, params: Mapping[str, Any]
+) -> tuple[Floats, dict[str, float]]:
     return credit.entropy_mask(tok, raw_u, mask_rho(params))
 
 
@@ -96,37 +98,56 @@ def _amp_c(layout: Ragged, u: Floats, mask: Floats, lam: float) -> Floats:
     return credit.sepa_amp(layout, u, mask, lam, clamp=True)
 
 
-def _delight(g: GroupTokens, s: StepInputs, params: Mapping[str, Any], beta: float,
-             alpha: float) -> tuple[Floats, dict[str, float]]:
+def _delight(
+    g: GroupTokens, s: StepInputs, params: Mapping[str, Any], beta: float, alpha: float
+) -> tuple[Floats, dict[str, float]]:
     p = dg.parse_params(params, default_norm="none")
-    return dg.delight(g.layout, g.episode, g.logprobs, p, sepa_lambda=None, eta_prev=s.delight_eta_prev)
+    return dg.delight(
+        g.layout, g.episode, g.logprobs, p, sepa_lambda=None, eta_prev=s.delight_eta_prev
+    )
 
 
-def _delight_sepa(g: GroupTokens, s: StepInputs, params: Mapping[str, Any], beta: float,
-                  alpha: float) -> tuple[Floats, dict[str, float]]:
+def _delight_sepa(
+    g: GroupTokens, s: StepInputs, params: Mapping[str, Any], beta: float, alpha: float
+) -> tuple[Floats, dict[str, float]]:
     p = dg.parse_params(params, default_norm="scale")
-    return dg.delight(g.layout, g.episode, g.logprobs, p, sepa_lambda=s.sepa_lambda,
-                      eta_prev=s.delight_eta_prev)
+    return dg.delight(
+        g.layout, g.episode, g.logprobs, p, sepa_lambda=s.sepa_lambda, eta_prev=s.delight_eta_prev
+    )
 
 
-def _hard_delight(g: GroupTokens, s: StepInputs, params: Mapping[str, Any], beta: float,
-                  alpha: float) -> tuple[Floats, dict[str, float]]:
+def _hard_delight(
+    g: GroupTokens, s: StepInputs, params: Mapping[str, Any], beta: float, alpha: float
+) -> tuple[Floats, dict[str, float]]:
     p = dg.parse_params(params, default_norm="none")
     return dg.hard_delight(g.layout, g.episode, g.logprobs, p, sepa_lambda=s.sepa_lambda)
 
 
 BUILTIN_TRANSFORMS: dict[str, Transform] = {
-    t.name: t for t in (
+    t.name: t
+    for t in (
         Transform("none", use_gtpo=False, token_varying=False),
         Transform("gtpo"),
         Transform("entropy_mask", post_process=_entropy_mask),
         Transform("gtpo_hicra", needs_planning=True, apply_hicra=True),
-        Transform("gtpo_sepa", needs_planning=True, uses_sepa_controller=True,
-                  uncertainty_transform=credit.sepa_pool),
-        Transform("gtpo_sepa_amp", needs_planning=True, uses_sepa_controller=True,
-                  uncertainty_transform=_amp),
-        Transform("gtpo_sepa_amp_c", needs_planning=True, uses_sepa_controller=True,
-                  uncertainty_transform=_amp_c),
+        Transform(
+            "gtpo_sepa",
+            needs_planning=True,
+            uses_sepa_controller=True,
+            uncertainty_transform=credit.sepa_pool,
+        ),
+        Transform(
+            "gtpo_sepa_amp",
+            needs_planning=True,
+            uses_sepa_controller=True,
+            uncertainty_transform=_amp,
+        ),
+        Transform(
+            "gtpo_sepa_amp_c",
+            needs_planning=True,
+            uses_sepa_controller=True,
+            uncertainty_transform=_amp_c,
+        ),
         Transform("delight", use_gtpo=False, context=_delight),
         Transform("delight_sepa", use_gtpo=False, uses_sepa_controller=True, context=_delight_sepa),
         Transform("hard_delight", use_gtpo=False, uses_sepa_controller=True, context=_hard_delight),
@@ -134,8 +155,11 @@ BUILTIN_TRANSFORMS: dict[str, Transform] = {
 }
 
 #: Which params-parser each built-in context transform uses (validated once at build time).
-DELIGHT_DEFAULT_NORM: dict[str, NormMode] = {"delight": "none", "delight_sepa": "scale",
-                                               "hard_delight": "none"}
+DELIGHT_DEFAULT_NORM: dict[str, NormMode] = {
+    "delight": "none",
+    "delight_sepa": "scale",
+    "hard_delight": "none",
+}
 
 
 # ---------------------------------------------------------------- plugin protocol
@@ -165,22 +189,33 @@ class TransformContext:
     entropies: list[list[float]] | None = None
     rewards: list[float] = field(default_factory=list)
 
-    def gtpo(self, advantage: float, uncertainty: Sequence[float], beta: float | None = None) -> list[float]:
+    def gtpo(
+        self, advantage: float, uncertainty: Sequence[float], beta: float | None = None
+    ) -> list[float]:
         layout, u = _one(uncertainty)
         b = self.gtpo_beta if beta is None else beta
         return _listed(credit.gtpo(layout, np.array([advantage], dtype=np.float64), u, b))
 
-    def hicra(self, token_advs: Sequence[float], mask: Sequence[int], alpha: float | None = None) -> list[float]:
+    def hicra(
+        self, token_advs: Sequence[float], mask: Sequence[int], alpha: float | None = None
+    ) -> list[float]:
         a = self.hicra_alpha if alpha is None else alpha
-        return _listed(credit.hicra(np.asarray(token_advs, dtype=np.float64),
-                            np.asarray(mask, dtype=np.float64), a))
+        return _listed(
+            credit.hicra(
+                np.asarray(token_advs, dtype=np.float64), np.asarray(mask, dtype=np.float64), a
+            )
+        )
 
-    def sepa_pool(self, uncertainty: Sequence[float], mask: Sequence[int], lam: float | None = None) -> list[float]:
+    def sepa_pool(
+        self, uncertainty: Sequence[float], mask: Sequence[int], lam: float | None = None
+    ) -> list[float]:
         layout, u = _one(uncertainty)
         lam_ = self.sepa_lambda if lam is None else lam
         return _listed(credit.sepa_pool(layout, u, np.asarray(mask, dtype=np.float64), lam_))
 
-    def sepa_amp(self, uncertainty: Sequence[float], mask: Sequence[int], lam: float | None = None) -> list[float]:
+    def sepa_amp(
+        self, uncertainty: Sequence[float], mask: Sequence[int], lam: float | None = None
+    ) -> list[float]:
         layout, u = _one(uncertainty)
         lam_ = self.sepa_lambda if lam is None else lam
         return _listed(credit.sepa_amp(layout, u, np.asarray(mask, dtype=np.float64), lam_))
@@ -212,15 +247,21 @@ class TransformSpec:
     token_varying: bool = True
 
 
-def context_of(g: GroupTokens, s: StepInputs, params: Mapping[str, Any], beta: float,
-               alpha: float) -> TransformContext:
+def context_of(
+    g: GroupTokens, s: StepInputs, params: Mapping[str, Any], beta: float, alpha: float
+) -> TransformContext:
     return TransformContext(
         episode_advantages=g.episode.tolist(),
         logprobs=[r.tolist() for r in g.layout.split(g.logprobs)],
         planning_masks=[[int(m) for m in r.tolist()] for r in g.layout.split(g.mask)],
-        sepa_lambda=s.sepa_lambda, params=dict(params), step=s.step, gtpo_beta=beta,
+        sepa_lambda=s.sepa_lambda,
+        params=dict(params),
+        step=s.step,
+        gtpo_beta=beta,
         hicra_alpha=alpha,
-        entropies=None if g.entropies is None else [r.tolist() for r in g.layout.split(g.entropies)],
+        entropies=None
+        if g.entropies is None
+        else [r.tolist() for r in g.layout.split(g.entropies)],
         rewards=g.rewards.tolist(),
     )
 
@@ -232,7 +273,9 @@ def token_output(raw: Any, layout: Ragged, where: str) -> tuple[Floats, dict[str
         extra = {str(k): float(v) for k, v in (getattr(raw, "extra_metrics", None) or {}).items()}
         raw = raw.token_advs
     if not isinstance(raw, Sequence) or isinstance(raw, str | bytes):
-        raise TypeError(f"{where} must return token advantages per completion, got {type(raw).__name__}")
+        raise TypeError(
+            f"{where} must return token advantages per completion, got {type(raw).__name__}"
+        )
     flat = layout.flatten(list(raw), what=where)
     if not np.all(np.isfinite(flat)):
         raise ValueError(f"{where} returned a non-finite token advantage")
@@ -240,39 +283,55 @@ def token_output(raw: Any, layout: Ragged, where: str) -> tuple[Floats, dict[str
 
 
 def _wrap_context(fn: Callable[[TransformContext], Any], where: str) -> ContextFn:
-    def run(g: GroupTokens, s: StepInputs, params: Mapping[str, Any], beta: float,
-            alpha: float) -> tuple[Floats, dict[str, float]]:
+    def run(
+        g: GroupTokens, s: StepInputs, params: Mapping[str, Any], beta: float, alpha: float
+    ) -> tuple[Floats, dict[str, float]]:
         return token_output(fn(context_of(g, s, params, beta, alpha)), g.layout, where)
+
     return run
 
 
-def _wrap_entropy(fn: Callable[[list[float], list[int], float], Sequence[float]],
-                  where: str) -> UncertaintyTransform:
+def _wrap_entropy(
+    fn: Callable[[list[float], list[int], float], Sequence[float]], where: str
+) -> UncertaintyTransform:
     def run(layout: Ragged, u: Floats, mask: Floats, lam: float) -> Floats:
-        rows = [fn(r.tolist(), [int(m) for m in mr.tolist()], lam)
-                for r, mr in zip(layout.split(u), layout.split(mask), strict=True)]
+        rows = [
+            fn(r.tolist(), [int(m) for m in mr.tolist()], lam)
+            for r, mr in zip(layout.split(u), layout.split(mask), strict=True)
+        ]
         return layout.flatten(rows, what=where)
+
     return run
 
 
 def _wrap_post(fn: Callable[..., Any], where: str) -> PostProcess:
-    def run(layout: Ragged, tok: Floats, raw_u: Floats,
-            params: Mapping[str, Any]) -> tuple[Floats, dict[str, float]]:
-        out = fn([r.tolist() for r in layout.split(tok)], [r.tolist() for r in layout.split(raw_u)],
-                 dict(params))
+    def run(
+        layout: Ragged, tok: Floats, raw_u: Floats, params: Mapping[str, Any]
+    ) -> tuple[Floats, dict[str, float]]:
+        out = fn(
+            [r.tolist() for r in layout.split(tok)],
+            [r.tolist() for r in layout.split(raw_u)],
+            dict(params),
+        )
         rows, metrics = out if isinstance(out, tuple) else (out, {})
         flat, _ = token_output(rows, layout, where)
         return flat, {str(k): float(v) for k, v in (metrics or {}).items()}
+
     return run
 
 
 def from_spec(spec: TransformSpec, source: str) -> Transform:
     where = f"transform {spec.name!r}"
     return Transform(
-        name=spec.name, use_gtpo=spec.use_gtpo and spec.context_fn is None,
-        needs_planning=spec.needs_planning, uses_sepa_controller=spec.uses_sepa_controller,
-        apply_hicra=spec.apply_hicra, token_varying=spec.token_varying,
-        uncertainty_transform=_wrap_entropy(spec.entropy_transform, where) if spec.entropy_transform else None,
+        name=spec.name,
+        use_gtpo=spec.use_gtpo and spec.context_fn is None,
+        needs_planning=spec.needs_planning,
+        uses_sepa_controller=spec.uses_sepa_controller,
+        apply_hicra=spec.apply_hicra,
+        token_varying=spec.token_varying,
+        uncertainty_transform=_wrap_entropy(spec.entropy_transform, where)
+        if spec.entropy_transform
+        else None,
         post_process=_wrap_post(spec.post_process, where) if spec.post_process else None,
         context=_wrap_context(spec.context_fn, where) if spec.context_fn else None,
         source=source,
@@ -290,10 +349,12 @@ def from_object(obj: Any, name: str, source: str) -> Transform:
     if not callable(obj):
         raise TypeError(f"transform plugin {name!r} is neither a TransformSpec nor callable")
     spec = TransformSpec(
-        name=name, use_gtpo=False,
+        name=name,
+        use_gtpo=False,
         needs_planning=bool(getattr(obj, "needs_planning", False)),
         uses_sepa_controller=bool(getattr(obj, "uses_sepa_controller", False)),
-        context_fn=obj, token_varying=bool(getattr(obj, "token_varying", True)),
+        context_fn=obj,
+        token_varying=bool(getattr(obj, "token_varying", True)),
     )
     return from_spec(spec, source)
 

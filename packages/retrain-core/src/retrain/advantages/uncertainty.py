@@ -67,42 +67,46 @@ class Uncertainty:
     needs_entropies: bool = False
     plugin: UncertaintySpec | None = None
 
-    def values(self, layout: Ragged, logprobs: Floats, entropies: Floats | None, mask: Floats,
-               params: dict[str, Any]) -> Floats:
+    def values(
+        self,
+        layout: Ragged,
+        logprobs: Floats,
+        entropies: Floats | None,
+        mask: Floats,
+        params: dict[str, Any],
+    ) -> Floats:
         if self.plugin is not None:
-            return self._plugin_values(layout, logprobs, entropies, mask, params)
+            where = f"uncertainty plugin {self.name!r}"
+            ent_rows = layout.split(entropies) if entropies is not None else [None] * layout.n
+            rows = [
+                list(
+                    self.plugin.compute(
+                        UncertaintyContext(
+                            logprobs=lp.tolist(),
+                            precomputed_entropy=None if ent is None else ent.tolist(),
+                            planning_mask=[int(m) for m in flags.tolist()],
+                            params=params,
+                        )
+                    )
+                )
+                for lp, ent, flags in zip(
+                    layout.split(logprobs), ent_rows, layout.split(mask), strict=True
+                )
+            ]
+            out: Floats = layout.flatten(rows, what=where)
+            if not np.all(np.isfinite(out)):
+                raise ValueError(f"{where} returned a non-finite value")
+            return np.minimum(out, MAX_SURPRISAL)
         if self.name == "surprisal":
             return surprisal(logprobs)
         if self.name == "predictive_variance":
             return predictive_variance(logprobs)
         if entropies is None:
-            raise ValueError("uncertainty_kind 'shannon_entropy' needs per-token entropies from the "
-                             "sampler (the pytorch inference engine provides them)")
-        return np.minimum(entropies, MAX_SURPRISAL)
-
-    def _plugin_values(self, layout: Ragged, logprobs: Floats, entropies: Floats | None,
-                       mask: Floats, params: dict[str, Any]) -> Floats:
-        assert self.plugin is not None
-        lp_rows = layout.split(logprobs)
-        ent_rows = layout.split(entropies) if entropies is not None else [None] * layout.n
-        mask_rows = layout.split(mask)
-        out: list[Floats] = []
-        for i in range(layout.n):
-            ent = ent_rows[i]
-            ctx = UncertaintyContext(
-                logprobs=lp_rows[i].tolist(),
-                precomputed_entropy=None if ent is None else ent.tolist(),
-                planning_mask=[int(m) for m in mask_rows[i].tolist()],
-                params=params,
+            raise ValueError(
+                "uncertainty_kind 'shannon_entropy' needs per-token entropies from the "
+                "sampler (the pytorch inference engine provides them)"
             )
-            row = np.asarray(list(self.plugin.compute(ctx)), dtype=np.float64).reshape(-1)
-            if row.shape[0] != lp_rows[i].shape[0]:
-                raise ValueError(f"uncertainty plugin {self.name!r} returned {row.shape[0]} values "
-                                 f"for {lp_rows[i].shape[0]} tokens")
-            if not np.all(np.isfinite(row)):
-                raise ValueError(f"uncertainty plugin {self.name!r} returned a non-finite value")
-            out.append(np.minimum(row, MAX_SURPRISAL))
-        return np.concatenate(out) if out else np.zeros(0)
+        return np.minimum(entropies, MAX_SURPRISAL)
 
 
 def resolve_uncertainty(kind: str, search_paths: Sequence[str] = ("plugins",)) -> Uncertainty:
@@ -111,8 +115,10 @@ def resolve_uncertainty(kind: str, search_paths: Sequence[str] = ("plugins",)) -
     if canon is not None:
         return Uncertainty(canon, needs_entropies=canon == "shannon_entropy")
     if "." not in kind and ":" not in kind:
-        raise ValueError(f"unknown uncertainty_kind {kind!r}; one of: "
-                         f"{', '.join(builtin.UNCERTAINTY_KINDS)}, or a dotted path")
+        raise ValueError(
+            f"unknown uncertainty_kind {kind!r}; one of: "
+            f"{', '.join(builtin.UNCERTAINTY_KINDS)}, or a dotted path"
+        )
     obj, _ = resolve(kind, search_paths)
     if not isinstance(obj, UncertaintySpec) and is_factory(obj):
         obj = obj()

@@ -173,6 +173,13 @@ def lookup(name: str) -> BackendEntry | None:
     return None
 
 
+def entry_for(name: str, options: Mapping[str, Any]) -> BackendEntry | None:
+    """Catalog entry of any configured backend: a dotted plugin path or a registered name."""
+    if "." in name or ":" in name:
+        return dotted_plugin_entry(name, options)
+    return lookup(name)
+
+
 def all_entries() -> list[BackendEntry]:
     names = list(BUILTIN_BACKENDS) + [n for n in entry_point_names() if n not in _BUILTIN]
     return [e for n in names if (e := lookup(n)) is not None]

@@ -6,6 +6,7 @@ power cut (the rename is atomic on POSIX file systems; the folder fsync makes it
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -24,10 +25,8 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, target)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     fsync_dir(target.parent)
 

@@ -25,8 +25,10 @@ class FunctionDetector:
     def mask(self, tokens: Sequence[str]) -> Mask:
         out = np.asarray(list(self.fn(list(tokens))), dtype=np.int8).reshape(-1)
         if out.shape[0] != len(tokens):
-            raise ValueError(f"planning detector {self.name!r} returned {out.shape[0]} flags "
-                             f"for {len(tokens)} tokens")
+            raise ValueError(
+                f"planning detector {self.name!r} returned {out.shape[0]} flags "
+                f"for {len(tokens)} tokens"
+            )
         flags: Mask = (out != 0).astype(np.int8)
         return flags
 

@@ -70,5 +70,5 @@ class RegexDetector:
                 continue
             a, b = owner[first], owner[last]
             if b - a + 1 <= self.window:
-                out[a:b + 1] = 1
+                out[a : b + 1] = 1
         return out

@@ -25,30 +25,50 @@ MIN_PLAN_SIMILARITY = 0.25
 INSTALL_HINT = "pip install 'retrain-core[semantic]' (or: pip install sentence-transformers)"
 
 PLANNING_ANCHORS = (
-    "hold on, I should reconsider this", "let me step back and rethink the approach",
-    "maybe there is a simpler method", "I think I made an error earlier",
-    "first I need a plan for solving this", "let me verify that result before going on",
-    "that cannot be correct, something is off", "we could try a different strategy instead",
-    "what does the question actually ask", "the important observation here is",
-    "so the overall idea is to", "before computing, let me organise the cases",
-    "this suggests a cleaner way to see it", "I should double check my reasoning",
-    "let me break the problem into parts", "on reflection the earlier step looks wrong",
-    "the trick is to notice a pattern", "now let me summarise what we know",
-    "going back to the original equation", "an alternative route would be",
+    "hold on, I should reconsider this",
+    "let me step back and rethink the approach",
+    "maybe there is a simpler method",
+    "I think I made an error earlier",
+    "first I need a plan for solving this",
+    "let me verify that result before going on",
+    "that cannot be correct, something is off",
+    "we could try a different strategy instead",
+    "what does the question actually ask",
+    "the important observation here is",
+    "so the overall idea is to",
+    "before computing, let me organise the cases",
+    "this suggests a cleaner way to see it",
+    "I should double check my reasoning",
+    "let me break the problem into parts",
+    "on reflection the earlier step looks wrong",
+    "the trick is to notice a pattern",
+    "now let me summarise what we know",
+    "going back to the original equation",
+    "an alternative route would be",
 )
 EXECUTION_ANCHORS = (
-    "multiply both sides by three", "so x equals seven", "add twelve and nineteen to get",
-    "subtract the two equations", "the derivative of x squared is two x",
-    "divide the numerator by four", "substituting gives 2 times 5 plus 1",
-    "expanding the bracket yields", "the sum is therefore forty two",
-    "simplify the fraction to one half", "square root of sixty four is eight",
-    "carry the one into the next column", "factor the quadratic into two terms",
-    "plug in y equals three", "the product equals one hundred twenty",
+    "multiply both sides by three",
+    "so x equals seven",
+    "add twelve and nineteen to get",
+    "subtract the two equations",
+    "the derivative of x squared is two x",
+    "divide the numerator by four",
+    "substituting gives 2 times 5 plus 1",
+    "expanding the bracket yields",
+    "the sum is therefore forty two",
+    "simplify the fraction to one half",
+    "square root of sixty four is eight",
+    "carry the one into the next column",
+    "factor the quadratic into two terms",
+    "plug in y equals three",
+    "the product equals one hundred twenty",
 )
 
 
 class Encoder(Protocol):
-    def encode(self, sentences: list[str], *, batch_size: int, normalize_embeddings: bool) -> Any: ...
+    def encode(
+        self, sentences: list[str], *, batch_size: int, normalize_embeddings: bool
+    ) -> Any: ...
 
 
 def _unit(v: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -57,12 +77,17 @@ def _unit(v: NDArray[np.float64]) -> NDArray[np.float64]:
 
 
 class SemanticDetector:
-    def __init__(self, model: str = "all-MiniLM-L6-v2", threshold: float = 0.02,
-                 encoder: Encoder | None = None) -> None:
+    def __init__(
+        self,
+        model: str = "all-MiniLM-L6-v2",
+        threshold: float = 0.02,
+        encoder: Encoder | None = None,
+    ) -> None:
         if encoder is None:
             if not module_available("sentence_transformers"):
                 raise PlanningUnavailable(
-                    f"planning detector 'semantic' needs the 'sentence-transformers' package: {INSTALL_HINT}")
+                    f"planning detector 'semantic' needs the 'sentence-transformers' package: {INSTALL_HINT}"
+                )
             from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found]
 
             encoder = SentenceTransformer(model)
@@ -96,9 +121,9 @@ class SemanticDetector:
         starts = list(range(0, max(n - WINDOW, 0) + 1, STRIDE))
         if starts[-1] + WINDOW < n:
             starts.append(n - WINDOW)
-        emb = self._embed([" ".join(words[s:s + WINDOW]) for s in starts])
+        emb = self._embed([" ".join(words[s : s + WINDOW]) for s in starts])
         sim_plan, sim_exec = emb @ self.plan_centroid, emb @ self.exec_centroid
         for s, p, e in zip(starts, sim_plan.tolist(), sim_exec.tolist(), strict=True):
             if p > e + self.threshold and p > MIN_PLAN_SIMILARITY:
-                out[source[s]:source[min(s + WINDOW, n) - 1] + 1] = 1
+                out[source[s] : source[min(s + WINDOW, n) - 1] + 1] = 1
         return out

@@ -12,10 +12,24 @@ import json
 SPACE_MARKERS = ("\u2581", "\u0120")  # SentencePiece "▁", byte-level BPE "Ġ"
 
 DEFAULT_GRAMS: tuple[str, ...] = (
-    "wait let me", "let me think", "on second thought", "let me check", "let me verify",
-    "is this right", "double check", "try another approach", "go back and", "start over",
-    "that's not right", "that doesn't work", "another way to", "or we could", "what if we",
-    "notice that", "the key is", "the key insight",
+    "wait let me",
+    "let me think",
+    "on second thought",
+    "let me check",
+    "let me verify",
+    "is this right",
+    "double check",
+    "try another approach",
+    "go back and",
+    "start over",
+    "that's not right",
+    "that doesn't work",
+    "another way to",
+    "or we could",
+    "what if we",
+    "notice that",
+    "the key is",
+    "the key insight",
 )
 
 

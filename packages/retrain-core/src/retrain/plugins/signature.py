@@ -34,9 +34,12 @@ def is_factory(obj: Any) -> bool:
     sig = _signature(obj)
     if sig is None:
         return False
-    required = [p for p in sig.parameters.values()
-                if p.default is inspect.Parameter.empty
-                and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+    required = [
+        p
+        for p in sig.parameters.values()
+        if p.default is inspect.Parameter.empty
+        and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ]
     return not required
 
 
@@ -54,8 +57,10 @@ def takes_params(fn: Callable[..., Any]) -> bool:
     sig = _signature(fn)
     if sig is None:
         return False
-    return any(p.name == "params" or p.kind is inspect.Parameter.VAR_KEYWORD
-               for p in sig.parameters.values())
+    return any(
+        p.name == "params" or p.kind is inspect.Parameter.VAR_KEYWORD
+        for p in sig.parameters.values()
+    )
 
 
 def call_with_params(fn: Callable[..., Any], first: Any, params: dict[str, Any]) -> Any:

@@ -78,13 +78,16 @@ def lookup(kind: str, name: str, search_paths: Sequence[str] = ("plugins",)) -> 
         try:
             obj = ep.load()
         except Exception as exc:
-            raise PluginError(f"entry point {name!r} ({ep.value}, from {dist}) failed to load: "
-                              f"{type(exc).__name__}: {exc}") from exc
+            raise PluginError(
+                f"entry point {name!r} ({ep.value}, from {dist}) failed to load: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
         return Resolved(kind, name, obj, "entry_point", f"{ep.value} ({dist})")
     if is_dotted(name):
         obj, module = resolve(name, search_paths)
         return Resolved(kind, name, obj, "plugin", module)
-    known = [*targets, *_REGISTERED.get(kind, {}),
-             *(entry_points.names(group) if group else ())]
-    raise UnknownComponent(f"unknown {kind.replace('_', ' ')} {name!r}; known: "
-                           f"{', '.join(known) or '(none)'}; or a dotted path pkg.module.attr")
+    known = [*targets, *_REGISTERED.get(kind, {}), *(entry_points.names(group) if group else ())]
+    raise UnknownComponent(
+        f"unknown {kind.replace('_', ' ')} {name!r}; known: "
+        f"{', '.join(known) or '(none)'}; or a dotted path pkg.module.attr"
+    )

@@ -97,8 +97,9 @@ def run_inline(score: Callable[[str, str], Any], items: Sequence[Item]) -> Rewar
     return tally.batch()
 
 
-def run_threads(score: Callable[[str, str], Any], items: Sequence[Item], *, timeout_s: float,
-                workers: int = 4) -> RewardBatch:
+def run_threads(
+    score: Callable[[str, str], Any], items: Sequence[Item], *, timeout_s: float, workers: int = 4
+) -> RewardBatch:
     n = len(items)
     tally = Tally(n)
     cond = threading.Condition()
@@ -148,8 +149,13 @@ def run_threads(score: Callable[[str, str], Any], items: Sequence[Item], *, time
     return tally.batch()
 
 
-def run_async(score: Callable[[str, str], Any], items: Sequence[Item], *, timeout_s: float,
-              concurrency: int = 16) -> RewardBatch:
+def run_async(
+    score: Callable[[str, str], Any],
+    items: Sequence[Item],
+    *,
+    timeout_s: float,
+    concurrency: int = 16,
+) -> RewardBatch:
     tally = Tally(len(items))
 
     async def main() -> None:
@@ -193,7 +199,10 @@ class _Worker:
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "retrain.rewards.worker", target, json.dumps(kwargs)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
         assert self.proc.stdout is not None and self.proc.stdin is not None
         self.fd = self.proc.stdout.fileno()
         self._buffer = b""
@@ -248,8 +257,14 @@ class ProcessPool:
     Started lazily (the first batch pays the import cost); a worker that overruns an item's
     deadline or dies is killed and replaced."""
 
-    def __init__(self, target: str, kwargs: dict[str, Any] | None = None, *, workers: int = 2,
-                 timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        target: str,
+        kwargs: dict[str, Any] | None = None,
+        *,
+        workers: int = 2,
+        timeout_s: float = 10.0,
+    ) -> None:
         self.target, self.kwargs = target, dict(kwargs or {})
         self.workers, self.timeout_s = max(workers, 1), timeout_s
         self._pool: list[_Worker] = []

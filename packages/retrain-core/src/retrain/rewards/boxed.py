@@ -30,9 +30,9 @@ def box_span(text: str, start: int) -> tuple[str, int | None]:
         elif ch == "}":
             depth -= 1
             if depth == 0:
-                return text[start + len(BOX):i], i + 1
+                return text[start + len(BOX) : i], i + 1
         i += 1
-    return text[start + len(BOX):], None
+    return text[start + len(BOX) :], None
 
 
 def extract_boxed(text: str) -> str:

@@ -34,8 +34,16 @@ def default_workers() -> int:
 class RewardScorer:
     """Scores batches of (response, reference) pairs with the configured reward."""
 
-    def __init__(self, name: str, reward: Any = None, *, mode: Mode = "thread", timeout_s: float = 10.0,
-                 workers: int | None = None, pool: ProcessPool | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        reward: Any = None,
+        *,
+        mode: Mode = "thread",
+        timeout_s: float = 10.0,
+        workers: int | None = None,
+        pool: ProcessPool | None = None,
+    ) -> None:
         self.name, self.reward, self.mode = name, reward, mode
         self.timeout_s = timeout_s
         self.workers = workers or default_workers()
@@ -84,7 +92,9 @@ def build_reward(config: TrainConfig, *, workers: int | None = None) -> RewardSc
     else:
         found = lookup("reward", kind, config.plugins.search_paths)
         if found.source == "builtin":
-            return RewardScorer(kind, found.obj(), mode="inline", timeout_s=timeout, workers=workers)
+            return RewardScorer(
+                kind, found.obj(), mode="inline", timeout_s=timeout, workers=workers
+            )
         reward = reward_from_object(found.obj, config, kind)
     mode: Mode = "async" if is_async(reward) else "thread"
     return RewardScorer(kind, reward, mode=mode, timeout_s=timeout, workers=workers)

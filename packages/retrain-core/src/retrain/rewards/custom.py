@@ -50,8 +50,11 @@ def _required_positional(fn: Any) -> int | None:
     except (TypeError, ValueError):
         return None
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return sum(1 for p in sig.parameters.values()
-               if p.kind in kinds and p.default is inspect.Parameter.empty)
+    return sum(
+        1
+        for p in sig.parameters.values()
+        if p.kind in kinds and p.default is inspect.Parameter.empty
+    )
 
 
 def reward_from_object(obj: Any, config: TrainConfig, name: str) -> Any:

@@ -34,6 +34,10 @@ class RewardBatch:
     def metrics(self) -> dict[str, float]:
         return {"reward_errors": float(self.errors), "reward_timeouts": float(self.timeouts)}
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"scores": self.scores.tolist(), "errors": self.errors, "timeouts": self.timeouts,
+                "failures": list(self.failures)}
+
     @property
     def mean(self) -> float:
         return float(np.mean(self.scores)) if self.scores.size else 0.0

@@ -24,7 +24,9 @@ INSTALL_HINT = "pip install 'retrain-core[math]' (or: pip install math-verify)"
 
 def require_math_verify() -> None:
     if not module_available("math_verify"):
-        raise RewardUnavailable(f"reward type 'math' needs the 'math-verify' package: {INSTALL_HINT}")
+        raise RewardUnavailable(
+            f"reward type 'math' needs the 'math-verify' package: {INSTALL_HINT}"
+        )
 
 
 class MathReward:
@@ -41,8 +43,11 @@ class MathReward:
         return self.parse_timeout if threading.current_thread() is threading.main_thread() else None
 
     def _parse(self, latex: str) -> Any:
-        return self._mv.parse("\\boxed{" + latex + "}", extraction_config=self._extraction,
-                              parsing_timeout=self._timeout())
+        return self._mv.parse(
+            "\\boxed{" + latex + "}",
+            extraction_config=self._extraction,
+            parsing_timeout=self._timeout(),
+        )
 
     def score(self, response: str, reference: str) -> float:
         given = extract_boxed(response)
@@ -81,7 +86,9 @@ class JudgeReward:
     def __init__(self, config: TrainConfig) -> None:
         ep = entry_points.lookup(builtin.ENTRY_POINT_GROUPS["reward"], "judge")
         if ep is None:
-            raise RewardUnavailable(f"reward type 'judge' needs a verifiers judge rubric: {JUDGE_HINT}")
+            raise RewardUnavailable(
+                f"reward type 'judge' needs a verifiers judge rubric: {JUDGE_HINT}"
+            )
         self.inner: Any = ep.load()(config)
 
     def score(self, response: str, reference: str) -> Any:

@@ -64,9 +64,16 @@ class Recommendation:
     warmup: bool = False
 
     def metrics(self) -> dict[str, Any]:
-        return {"bp_warmup": self.warmup, "bp_action": self.action, "bp_regime": self.regime,
-                "bp_p_star": self.p_star, "bp_sigma": self.sigma, "bp_kappa": self.kappa,
-                "bp_utilization": self.utilization, "bp_throughput": self.throughput}
+        return {
+            "bp_warmup": self.warmup,
+            "bp_action": self.action,
+            "bp_regime": self.regime,
+            "bp_p_star": self.p_star,
+            "bp_sigma": self.sigma,
+            "bp_kappa": self.kappa,
+            "bp_utilization": self.utilization,
+            "bp_throughput": self.throughput,
+        }
 
 
 class Backpressure(Protocol):
@@ -108,9 +115,18 @@ def _as_size(value: Any, hi: int) -> int:
 
 
 class UslBackpressure:
-    def __init__(self, *, warmup_steps: int = 10, ema_decay: float = 0.9, throttle_margin: float = 0.85,
-                 increase_margin: float = 0.5, min_batch_size: int = 1, max_batch_size: int = 64,
-                 peak_gflops: float = 0.0, peak_bw_gb_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        *,
+        warmup_steps: int = 10,
+        ema_decay: float = 0.9,
+        throttle_margin: float = 0.85,
+        increase_margin: float = 0.5,
+        min_batch_size: int = 1,
+        max_batch_size: int = 64,
+        peak_gflops: float = 0.0,
+        peak_bw_gb_s: float = 0.0,
+    ) -> None:
         self.warmup_steps = warmup_steps
         self.ema_decay = ema_decay
         self.throttle_margin = throttle_margin
@@ -129,9 +145,16 @@ class UslBackpressure:
     @classmethod
     def from_config(cls, config: TrainConfig) -> UslBackpressure:
         b = config.backpressure
-        return cls(warmup_steps=b.warmup_steps, ema_decay=b.ema_decay, throttle_margin=b.throttle_margin,
-                   increase_margin=b.increase_margin, min_batch_size=b.min_batch_size,
-                   max_batch_size=b.max_batch_size, peak_gflops=b.peak_gflops, peak_bw_gb_s=b.peak_bw_gb_s)
+        return cls(
+            warmup_steps=b.warmup_steps,
+            ema_decay=b.ema_decay,
+            throttle_margin=b.throttle_margin,
+            increase_margin=b.increase_margin,
+            min_batch_size=b.min_batch_size,
+            max_batch_size=b.max_batch_size,
+            peak_gflops=b.peak_gflops,
+            peak_bw_gb_s=b.peak_bw_gb_s,
+        )
 
     # ------------------------------------------------------------------ observe
 
@@ -205,8 +228,18 @@ class UslBackpressure:
 
     def recommend(self) -> Recommendation:
         def rec(action: Action, batch: int, utilization: float = 0.0) -> Recommendation:
-            return Recommendation(action, batch, self.last_group, self.regime, utilization, self.p_star,
-                                  self.sigma, self.kappa, self.ema or 0.0, self.regime == "warmup")
+            return Recommendation(
+                action,
+                batch,
+                self.last_group,
+                self.regime,
+                utilization,
+                self.p_star,
+                self.sigma,
+                self.kappa,
+                self.ema or 0.0,
+                self.regime == "warmup",
+            )
 
         if self.regime == "warmup":
             return rec("hold", self.last_batch)
@@ -233,11 +266,21 @@ class UslBackpressure:
     # ------------------------------------------------------------------ checkpoint
 
     def state_dict(self) -> dict[str, Any]:
-        return {"kind": "usl", "step_count": self.step_count, "last_batch": self.last_batch,
-                "last_group": self.last_group, "last_throughput": self.last_throughput,
-                "ema": self.ema, "window": [[p, x] for p, x in self.window], "lam": self.lam,
-                "sigma": self.sigma, "kappa": self.kappa, "p_star": self.p_star,
-                "fitted": self.fitted, "regime": self.regime}
+        return {
+            "kind": "usl",
+            "step_count": self.step_count,
+            "last_batch": self.last_batch,
+            "last_group": self.last_group,
+            "last_throughput": self.last_throughput,
+            "ema": self.ema,
+            "window": [[p, x] for p, x in self.window],
+            "lam": self.lam,
+            "sigma": self.sigma,
+            "kappa": self.kappa,
+            "p_star": self.p_star,
+            "fitted": self.fitted,
+            "regime": self.regime,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("kind") != "usl":
@@ -253,9 +296,11 @@ class UslBackpressure:
 
 
 def _det3(m: list[list[float]]) -> float:
-    return (m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1])
-            - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
-            + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]))
+    return (
+        m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1])
+        - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+        + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0])
+    )
 
 
 def warmup_sizes(min_batch: int, max_batch: int) -> list[int]:

@@ -28,9 +28,18 @@ _MAX_VALUE = math.sqrt(float(np.finfo(np.float64).max))
 
 
 class SepaController:
-    def __init__(self, steps: int = 500, schedule: str = "linear", delay_steps: int = 50,
-                 correct_rate_gate: float = 0.1, *, ema_decay: float = 0.99,
-                 var_threshold: float = 0.2, warmup: int = 50, eps: float = 1e-8) -> None:
+    def __init__(
+        self,
+        steps: int = 500,
+        schedule: str = "linear",
+        delay_steps: int = 50,
+        correct_rate_gate: float = 0.1,
+        *,
+        ema_decay: float = 0.99,
+        var_threshold: float = 0.2,
+        warmup: int = 50,
+        eps: float = 1e-8,
+    ) -> None:
         if schedule not in SCHEDULES:
             raise ValueError(f"[sepa] schedule must be linear or auto, got {schedule!r}")
         if not 0.0 <= ema_decay < 1.0:
@@ -103,8 +112,9 @@ class SepaController:
             if self.warmup_seen >= self.warmup:
                 self.var_0 = max(self.var_ema, self.eps)
 
-    def observe_completions(self, logprobs: Sequence[ArrayLike],
-                            planning_masks: Sequence[ArrayLike] | None = None) -> None:
+    def observe_completions(
+        self, logprobs: Sequence[ArrayLike], planning_masks: Sequence[ArrayLike] | None = None
+    ) -> None:
         """`update_auto_state` for each completion of a step (a no-op on the linear schedule)."""
         if self.schedule != "auto":
             return
@@ -121,16 +131,24 @@ class SepaController:
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "sepa_steps": self.steps, "sepa_schedule": self.schedule,
-            "sepa_delay_steps": self.delay_steps, "sepa_correct_rate_gate": self.correct_rate_gate,
-            "sepa_ema_decay": self.ema_decay, "sepa_var_threshold": self.var_threshold,
-            "sepa_warmup": self.warmup, "eps": self.eps, "var_ema": self.var_ema,
-            "var_0": self.var_0, "warmup_seen": self.warmup_seen, "gate_open": self.gate_open,
+            "sepa_steps": self.steps,
+            "sepa_schedule": self.schedule,
+            "sepa_delay_steps": self.delay_steps,
+            "sepa_correct_rate_gate": self.correct_rate_gate,
+            "sepa_ema_decay": self.ema_decay,
+            "sepa_var_threshold": self.var_threshold,
+            "sepa_warmup": self.warmup,
+            "eps": self.eps,
+            "var_ema": self.var_ema,
+            "var_0": self.var_0,
+            "warmup_seen": self.warmup_seen,
+            "gate_open": self.gate_open,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> list[str]:
         """Restore the dynamic state; returns a note for each setting that differs from the
         checkpoint (the current config wins, so the run may not match an uninterrupted one)."""
+
         def number(key: str) -> float | None:
             raw = state.get(key)
             if raw is None:

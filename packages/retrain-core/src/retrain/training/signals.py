@@ -71,7 +71,9 @@ def tie_metrics(groups: Sequence[RewardTies]) -> dict[str, float]:
         "reward_tie_group_rate": ties / n if n else 0.0,
         "reward_uniform_group_rate": uniform / n if n else 0.0,
         "reward_tie_pair_rate": sum(g.tied_pairs for g in eligible) / pairs if pairs else 0.0,
-        "reward_unique_fraction_mean": (sum(g.unique_count / g.size for g in eligible) / n) if n else 0.0,
+        "reward_unique_fraction_mean": (sum(g.unique_count / g.size for g in eligible) / n)
+        if n
+        else 0.0,
     }
 
 
@@ -81,8 +83,14 @@ class Disposition:
     label: str = ""  # console note: "skipped (all correct)", "uniform (all same, kept for ECHO)"
 
 
-def group_disposition(ties: RewardTies, rewards: Sequence[float] | Floats, *, tl_grpo: bool = False,
-                      echo: bool = False, plugin_advantage: bool = False) -> Disposition:
+def group_disposition(
+    ties: RewardTies,
+    rewards: Sequence[float] | Floats,
+    *,
+    tl_grpo: bool = False,
+    echo: bool = False,
+    plugin_advantage: bool = False,
+) -> Disposition:
     """Whether a group trains. A uniform group carries no signal under any built-in advantage
     mode (they return exact zeros), so it is skipped even when batch normalisation is on —
     the reference kept it "for batch norm", where it contributed nothing. It is kept under
@@ -106,7 +114,9 @@ def correct_count(rewards: Sequence[float] | Floats) -> int:
     return int((np.asarray(rewards, dtype=np.float64) > CORRECT_THRESHOLD).sum())
 
 
-def apply_advantage_cap(rows: Sequence[ArrayLike], cap: float) -> tuple[list[Floats], dict[str, float]]:
+def apply_advantage_cap(
+    rows: Sequence[ArrayLike], cap: float
+) -> tuple[list[Floats], dict[str, float]]:
     """Clamp every non-zero token advantage to [-cap, cap] (cap <= 0: off). Exact zeros are
     untouched and not counted. Runs after batch normalisation."""
     arrays = [np.asarray(r, dtype=np.float64).reshape(-1) for r in rows]
@@ -126,6 +136,8 @@ def check_scalar_advantages(rows: Sequence[ArrayLike], tolerance: float = SCALAR
     for i, row in enumerate(rows):
         a = np.asarray(row, dtype=np.float64).reshape(-1)
         if a.size and float(a.max() - a.min()) > tolerance:
-            raise ValueError(f"completion {i} has token-varying advantages (spread "
-                             f"{float(a.max() - a.min()):.3g}) but the backend keeps one advantage "
-                             "per completion")
+            raise ValueError(
+                f"completion {i} has token-varying advantages (spread "
+                f"{float(a.max() - a.min()):.3g}) but the backend keeps one advantage "
+                "per completion"
+            )

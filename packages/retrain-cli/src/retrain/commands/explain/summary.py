@@ -10,16 +10,12 @@ from retrain.backends import catalog
 from retrain.config.load import LoadedConfig
 from retrain.config.schema import SqueezeConfig, TrainConfig
 from retrain.config.snapshot import sanitize
-from retrain.plugins.resolve import is_dotted
 from retrain.registry.health import dependency_warnings
 from retrain.training.resume import resume_contract
 
 
 def backend_entry(config: TrainConfig) -> catalog.BackendEntry | None:
-    name = config.backend.backend
-    if is_dotted(name):
-        return catalog.dotted_plugin_entry(name, config.backend.options)
-    return catalog.lookup(name)
+    return catalog.entry_for(config.backend.backend, config.backend.options)
 
 
 def condition_of(config: TrainConfig) -> str:

@@ -14,7 +14,7 @@ import numpy as np
 
 from retrain.advantages.delight.gate import ETA_FLOOR, NEUTRAL_LOGIT, gates
 from retrain.advantages.delight.metric import ordering_gaps
-from retrain.advantages.ragged import Floats, Ragged
+from retrain.advantages.ragged import Floats, Ragged, saturate
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,9 @@ def _clamp(x: float, lo: float, hi: float) -> float:
     return min(max(x, lo), hi)
 
 
-def resolve_eta(layout: Ragged, episode: Floats, s: Floats, p: EtaParams,
-                eta_prev: float | None) -> tuple[float, dict[str, float]]:
+def resolve_eta(
+    layout: Ragged, episode: Floats, s: Floats, p: EtaParams, eta_prev: float | None
+) -> tuple[float, dict[str, float]]:
     """(eta for this group, its metrics `dg_eta`, `dg_eta_adaptive`)."""
     base = max(p.base, ETA_FLOOR)
     if not p.adaptive:
@@ -41,7 +42,8 @@ def resolve_eta(layout: Ragged, episode: Floats, s: Floats, p: EtaParams,
     lo = max(ETA_FLOOR, p.eta_min)
     hi = max(lo, p.eta_max)
     active = layout.expand(episode != 0)
-    magnitudes = np.abs(layout.expand(episode) * s)[active]
+    with np.errstate(over="ignore"):
+        magnitudes = saturate(np.abs(layout.expand(episode) * s)[active])
     if magnitudes.size == 0:
         eta = base
     else:
@@ -49,7 +51,7 @@ def resolve_eta(layout: Ragged, episode: Floats, s: Floats, p: EtaParams,
         eta = _clamp(float(np.quantile(magnitudes, q)) / NEUTRAL_LOGIT, lo, hi)
         target_gap = max(0.0, p.target_gap)
         if target_gap > 0:
-            gaps, valid = ordering_gaps(layout, episode, s, gates(layout, episode, s, eta))
+            gaps, valid = ordering_gaps(layout, episode, gates(layout, episode, s, eta))
             if valid.any():
                 gap = float(gaps[valid > 0].mean())
                 if gap < target_gap:

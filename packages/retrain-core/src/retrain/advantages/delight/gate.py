@@ -11,25 +11,31 @@ import math
 
 import numpy as np
 
-from retrain.advantages.ragged import Floats, Ints, Ragged
+from retrain.advantages.ragged import Floats, Ragged, saturate
 
 ETA_FLOOR = 1e-8
 SATURATION = 20.0
 
 
 def sigmoid(x: Floats) -> Floats:
-    inner = np.clip(x, -SATURATION, SATURATION)
-    out = 1.0 / (1.0 + np.exp(-inner))
-    out = np.where(x > SATURATION, 1.0, out)
-    return np.where(x < -SATURATION, 0.0, out)
+    out = np.clip(x, -SATURATION, SATURATION)
+    np.negative(out, out=out)
+    np.exp(out, out=out)
+    out += 1.0
+    np.reciprocal(out, out=out)
+    out[x > SATURATION] = 1.0
+    out[x < -SATURATION] = 0.0
+    return out
 
 
 def gates(layout: Ragged, episode: Floats, s: Floats, eta: float) -> Floats:
     """Per-token gate for each completion's episode advantage A_i."""
     inv = 1.0 / max(eta, ETA_FLOOR)
-    with np.errstate(over="ignore", invalid="ignore"):
-        x = layout.expand(episode) * s * inv
-    return sigmoid(np.nan_to_num(x, nan=0.0))
+    with np.errstate(over="ignore"):
+        # Saturating A / eta first keeps a zero surprisal at x = 0 (inf * 0 would be NaN).
+        x = layout.expand(saturate(episode * inv))
+        x *= s
+    return sigmoid(x)
 
 
 def hard_keep(layout: Ragged, episode: Floats, s: Floats, k_frac: float) -> Floats:
@@ -41,10 +47,8 @@ def hard_keep(layout: Ragged, episode: Floats, s: Floats, k_frac: float) -> Floa
     if layout.total == 0:
         return np.zeros(0)
     sign = layout.expand(np.sign(episode))
-    order: Ints = layout.sort_within(np.where(sign > 0, -s, s))
-    rank = layout.rank_within(order)
     k = np.maximum(1, np.floor(layout.lengths * k_frac).astype(np.int64))
-    keep = (rank < layout.expand(k)) & (sign != 0)
+    keep = layout.top_k_mask(np.where(sign > 0, s, -s), k) & (sign != 0)
     out: Floats = keep.astype(np.float64)
     return out
 

@@ -25,10 +25,19 @@ from retrain.advantages.uncertainty import surprisal
 
 #: Every params key the Delight family reads (trace warns about other `delight_*` keys).
 PARAM_KEYS = (
-    "delight_eta", "delight_eta_mode", "delight_eta_adaptive", "delight_norm_mode",
-    "delight_normalize", "delight_lambda", "delight_k_frac", "delight_eta_target_neutral_frac",
-    "delight_eta_target_ordering_gap", "delight_eta_min", "delight_eta_max",
-    "delight_eta_ema_decay", "delight_eta_prev",
+    "delight_eta",
+    "delight_eta_mode",
+    "delight_eta_adaptive",
+    "delight_norm_mode",
+    "delight_normalize",
+    "delight_lambda",
+    "delight_k_frac",
+    "delight_eta_target_neutral_frac",
+    "delight_eta_target_ordering_gap",
+    "delight_eta_min",
+    "delight_eta_max",
+    "delight_eta_ema_decay",
+    "delight_eta_prev",
 )
 
 
@@ -82,7 +91,9 @@ def parse_params(params: Mapping[str, Any], *, default_norm: NormMode) -> Deligh
         legacy = _flag(params, "delight_normalize")
         norm = default_norm if legacy is None else ("scale" if legacy else "none")
     mode = _choice(params, "delight_eta_mode", ("fixed", "adaptive"))
-    adaptive = mode == "adaptive" if mode is not None else bool(_flag(params, "delight_eta_adaptive"))
+    adaptive = (
+        mode == "adaptive" if mode is not None else bool(_flag(params, "delight_eta_adaptive"))
+    )
     decay = _number(params, "delight_eta_ema_decay", 0.0)
     if not 0.0 <= decay < 1.0:
         raise ValueError(f"delight_eta_ema_decay must be in [0, 1), got {decay}")
@@ -98,13 +109,26 @@ def parse_params(params: Mapping[str, Any], *, default_norm: NormMode) -> Deligh
         eta_max=_number(params, "delight_eta_max", 5.0),
         ema_decay=decay,
     )
-    lam = _number(params, "delight_lambda", 0.0) if params.get("delight_lambda") is not None else None
-    prev = _number(params, "delight_eta_prev", 0.0) if params.get("delight_eta_prev") is not None else None
+    lam = (
+        _number(params, "delight_lambda", 0.0) if params.get("delight_lambda") is not None else None
+    )
+    prev = (
+        _number(params, "delight_eta_prev", 0.0)
+        if params.get("delight_eta_prev") is not None
+        else None
+    )
     return DelightParams(norm=norm, eta=eta, lam=lam, k_frac=k_frac, eta_prev=prev)  # type: ignore[arg-type]
 
 
-def delight(layout: Ragged, episode: Floats, logprobs: Floats, p: DelightParams, *,
-            sepa_lambda: float | None, eta_prev: float | None) -> tuple[Floats, dict[str, float]]:
+def delight(
+    layout: Ragged,
+    episode: Floats,
+    logprobs: Floats,
+    p: DelightParams,
+    *,
+    sepa_lambda: float | None,
+    eta_prev: float | None,
+) -> tuple[Floats, dict[str, float]]:
     """`delight` (sepa_lambda None) or `delight_sepa` (interpolated by lambda)."""
     s = normalize(layout, surprisal(logprobs), p.norm)
     prev = eta_prev if eta_prev is not None else p.eta_prev
@@ -117,12 +141,13 @@ def delight(layout: Ragged, episode: Floats, logprobs: Floats, p: DelightParams,
         lam = min(max(lam, 0.0), 1.0)
         tok = interpolate(layout, episode, gate, lam)
         metrics["dg_lambda"] = lam
-    metrics.update(gate_metrics(layout, episode, s, gate, tok))
-    return np.nan_to_num(tok), metrics
+    metrics.update(gate_metrics(layout, episode, gate, tok))
+    return tok, metrics
 
 
-def hard_delight(layout: Ragged, episode: Floats, logprobs: Floats, p: DelightParams, *,
-                 sepa_lambda: float) -> tuple[Floats, dict[str, float]]:
+def hard_delight(
+    layout: Ragged, episode: Floats, logprobs: Floats, p: DelightParams, *, sepa_lambda: float
+) -> tuple[Floats, dict[str, float]]:
     lam = min(max(p.lam if p.lam is not None else sepa_lambda, 0.0), 1.0)
     keep = hard_keep(layout, episode, surprisal(logprobs), p.k_frac)
     tok = interpolate(layout, episode, keep, lam)
