@@ -67,7 +67,7 @@ def test_sampled_logprobs_match_training_logprobs(backend: LocalBackend) -> None
     prompts = [backend.tokenizer.encode_prompt(f"{i}+{i}=") for i in range(4)]
     out = backend.sample(prompts, 4, 10, 1.0, 1.0)
     datums = [Datum(tokens=p + c.token_ids, logprobs=[0.0] * len(p) + c.logprobs,
-                    advantages=[0.0] * len(p) + [1.0] * len(c.token_ids)) for p, g in zip(prompts, out) for c in g]
+                    advantages=[0.0] * len(p) + [1.0] * len(c.token_ids)) for p, g in zip(prompts, out, strict=False) for c in g]
     batch = collate(datums, backend.tokenizer.pad_token_id, backend.device)
     with torch.no_grad():
         train = action_logprobs(backend.model, batch.input_ids, batch.attention_mask, batch.action, 1.0)
@@ -89,7 +89,7 @@ def test_microbatched_update_equals_full_batch(tiny_config) -> None:  # type: ig
     a = full.train_step(datums, 1e-2, 0.0)
     b = micro.train_step(datums, 1e-2, 0.0)
     assert a.loss == pytest.approx(b.loss, rel=1e-5, abs=1e-6) and a.tokens == b.tokens
-    for (name, pa), (_, pb) in zip(full.model.named_parameters(), micro.model.named_parameters()):
+    for (name, pa), (_, pb) in zip(full.model.named_parameters(), micro.model.named_parameters(), strict=False):
         if pa.requires_grad:
             assert torch.allclose(pa, pb, atol=1e-6), name
 
@@ -105,7 +105,7 @@ def test_microbatching_exact_for_selection_modes(tiny_config, mode: str) -> None
     b = micro.train_step(datums, 1e-2, 0.0)
     assert a.loss == pytest.approx(b.loss, rel=1e-5, abs=1e-6)
     assert a.metrics["policy/cov_fraction"] == pytest.approx(b.metrics["policy/cov_fraction"])
-    for (name, pa), (_, pb) in zip(full.model.named_parameters(), micro.model.named_parameters()):
+    for (name, pa), (_, pb) in zip(full.model.named_parameters(), micro.model.named_parameters(), strict=False):
         if pa.requires_grad:
             assert torch.allclose(pa, pb, atol=1e-6), name
 
@@ -125,7 +125,7 @@ def test_checkpoint_round_trip_is_exact(tiny_config, tmp_path: Path) -> None:  #
     sample_b = b.sample([b.tokenizer.encode_prompt("5+5=")], 4, 6, 1.0, 1.0)
     assert after_a.loss == after_b.loss
     assert [c.token_ids for c in sample_a[0]] == [c.token_ids for c in sample_b[0]]
-    for (_, pa), (_, pb) in zip(a.model.named_parameters(), b.model.named_parameters()):
+    for (_, pa), (_, pb) in zip(a.model.named_parameters(), b.model.named_parameters(), strict=False):
         assert torch.equal(pa, pb)
 
 
@@ -153,7 +153,7 @@ def test_full_model_training_and_checkpoint(tiny_config, tmp_path: Path) -> None
     a.save_checkpoint(str(tmp_path / "ck"))
     b = LocalBackend(tiny_config("--backend-opt", "train_full_model=true"))
     b.load_checkpoint(str(tmp_path / "ck"))
-    for (_, pa), (_, pb) in zip(a.model.named_parameters(), b.model.named_parameters()):
+    for (_, pa), (_, pb) in zip(a.model.named_parameters(), b.model.named_parameters(), strict=False):
         assert torch.equal(pa, pb)
     lora = LocalBackend(tiny_config())
     with pytest.raises(RuntimeError, match="holds full model weights"):

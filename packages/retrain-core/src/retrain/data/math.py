@@ -14,7 +14,7 @@ from typing import Any
 
 from retrain.config.schema import TrainConfig
 from retrain.data.source import DataError
-from retrain.text.boxed import extract_boxed
+from retrain.rewards.boxed import extract_boxed
 from retrain.types import Example
 
 SUBJECTS = ("intermediate_algebra", "precalculus", "number_theory", "counting_and_probability", "geometry")
@@ -60,7 +60,7 @@ def load_math(config: TrainConfig) -> list[Example]:
         raise DataError("the math data source needs the hub, and HF_HUB_OFFLINE=1 is set: "
                         "set [data] path to a local copy (JSONL rows with problem/solution)")
     try:
-        import datasets
+        import datasets  # type: ignore[import-untyped]
     except ImportError:
         raise DataError("the math data source needs the `datasets` package to read the hub "
                         "(pip install datasets), or set [data] path to a local copy") from None

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from retrain.advantages.episode import batch_normalize
+from retrain.advantages.result import GroupAdvantages, merge_metrics
 from retrain.backends.protocol import TrainBackend
 from retrain.planning.create import masks as planning_masks
 from retrain.training.flow import Flow
@@ -89,7 +90,7 @@ def advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *, ste
     ties = []
     kept: list[Group] = []
     rows: list[np.ndarray] = []
-    metric_parts: list[dict[str, float]] = []
+    results: list[GroupAdvantages] = []
     for g in rollouts.groups:
         t = summarize_reward_ties(g.rewards)
         ties.append(t)
@@ -106,7 +107,7 @@ def advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *, ste
             entropies = [np.asarray(c.entropies or [], dtype=np.float64) for c in g.completions]
         result = pipeline.compute_group(g.rewards, lps, planning_masks=masks, entropies=entropies,
                                         sepa_lambda=sepa_lambda, step=step)
-        metric_parts.append(result.metrics)
+        results.append(result)
         kept.append(g)
         rows.extend(result.completions())
     correct = correct_count(rollouts.rewards)
@@ -114,10 +115,7 @@ def advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *, ste
     flow.sepa.observe_correct_rate(correct / total if total else 0.0)
     if flow.sepa.schedule == "auto":
         flow.sepa.observe_completions([c.logprobs for g in rollouts.groups for c in g.completions])
-    metrics: dict[str, float] = dict(tie_metrics(ties))
-    for key in sorted({k for part in metric_parts for k in part}):
-        values = [p[key] for p in metric_parts if key in p]
-        metrics[key] = float(np.mean(values))
+    metrics: dict[str, float] = {**tie_metrics(ties), **merge_metrics(results)}
     if pipeline.batch_normalize:
         rows, norm = batch_normalize(rows)
         metrics.update(norm)

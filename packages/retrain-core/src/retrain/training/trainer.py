@@ -26,6 +26,7 @@ from retrain.training.console import PlainReporter, Reporter
 from retrain.training.flow import Flow, build_flow
 from retrain.training.log import METRICS, RunLog
 from retrain.training.meta import run_meta
+from retrain.training.preflight import trace
 from retrain.training.prompts import PromptCursor
 from retrain.training.resume import resume_contract
 from retrain.training.rollouts import advantages, collect, nonzero_action_tokens
@@ -35,6 +36,10 @@ from retrain.training.telemetry import generation_rows, steps_row, timing_fields
 from retrain.training.warmup import WarmupData, warmup_batch_size, warmup_lr
 
 SUMMARY_WINDOW = 10
+
+
+class FlowError(RuntimeError):
+    """The preflight trace found the configured algorithm unusable on this backend."""
 
 
 @dataclass
@@ -55,6 +60,10 @@ class Trainer:
         c = self.config
         started = time.perf_counter()
         require_runnable(c)
+        report = trace(c)
+        if not report.ok:
+            raise FlowError("training flow validation failed: " + "; ".join(
+                i.message for i in report.issues if i.severity == "error"))
         flow = build_flow(c)
         log = RunLog(c.logging.log_dir, log_generations=c.logging.log_generations)
         start = prepare(c, log)
@@ -73,6 +82,8 @@ class Trainer:
                 flow.backpressure.load_state_dict(state.backpressure)
             if start.note:
                 self.reporter.message(start.note)
+            for issue in report.issues:
+                self.reporter.message(f"flow warning [{issue.category}]: {issue.message}")
             self.reporter.start({"condition": flow.condition, "model": c.model.model, "backend": c.backend.backend,
                                  "steps": c.training.max_steps, "warmup": c.training.sft_warmup_steps,
                                  "log_dir": c.logging.log_dir})

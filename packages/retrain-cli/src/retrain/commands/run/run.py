@@ -37,11 +37,13 @@ def train(config: object, config_path: str) -> None:
     from retrain.rewards.types import RewardUnavailable
     from retrain.training.rundir import RunDirError
     from retrain.training.state import StateError
+    from retrain.training.trainer import FlowError
     from retrain.training.trainer import train as run_training
 
     try:
         run_training(config, make_reporter(), config_path=config_path)  # type: ignore[arg-type]
-    except (BackendUnavailable, DataError, RewardUnavailable, RunDirError, StateError, PluginError) as exc:
+    except (BackendUnavailable, DataError, RewardUnavailable, RunDirError, StateError, PluginError,
+            FlowError) as exc:
         raise UsageError(str(exc)) from None
     except (KeyboardInterrupt, CommandFailed):
         raise
