@@ -116,6 +116,9 @@ def test_rerun_refuses_to_overwrite(reference: dict[str, object]) -> None:
     assert res.returncode == 2 and "already holds a run" in res.stderr
     res = retrain(root / "run.toml", "--resume", str(root / "logs"))
     assert res.returncode == 2 and "already finished" in res.stderr
+    check = subprocess.run([sys.executable, "-m", "retrain.cli", "resume-check", str(root / "logs")],
+                           capture_output=True, text=True, timeout=120, check=False)
+    assert check.returncode == 1 and "run_finished" in check.stdout
 
 
 @pytest.mark.parametrize("crash", [
@@ -129,6 +132,10 @@ def test_sigkill_then_resume_is_bit_identical(reference: dict[str, object], tmp_
     cfg = write_run(tmp_path)
     killed = retrain(cfg, crash=crash)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
+    check = subprocess.run([sys.executable, "-m", "retrain.cli", "resume-check", str(tmp_path / "logs"), "--json"],
+                           capture_output=True, text=True, timeout=120, check=False)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert json.loads(check.stdout)["ok"] is True
     resumed = retrain(cfg, "--resume", str(tmp_path / "logs"))
     assert resumed.returncode == 0, resumed.stderr
     got = outputs(tmp_path)

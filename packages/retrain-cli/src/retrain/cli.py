@@ -185,6 +185,18 @@ def man_cmd(
     guarded(run, topic or positional, list_topics, as_json, path)
 
 
+@app.command("resume-check")
+def resume_check_cmd(
+    log_dir: Annotated[str, typer.Argument(help="The run's log directory.")],
+    max_steps: Annotated[int | None, typer.Option("--max-steps", help="Override the run's max_steps.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Can this run be resumed, and from which step? Exit 1 when it cannot."""
+    from retrain.commands.resume_check import run
+
+    guarded(run, log_dir, max_steps, as_json)
+
+
 @app.command("migrate-config")
 def migrate_cmd(
     config: Annotated[str | None, typer.Argument(help="Config file to migrate.")] = None,

@@ -1,0 +1,25 @@
+"""`retrain resume-check LOGDIR [--max-steps N] [--json]`: exit 0 when a resume can proceed."""
+
+from __future__ import annotations
+
+import json
+
+from retrain.commands.errors import CommandFailed
+from retrain.training.resume_check import check_resume
+
+
+def run(log_dir: str, max_steps: int | None, as_json: bool) -> None:
+    result = check_resume(log_dir, max_steps=max_steps)
+    if as_json:
+        print(json.dumps(result.to_dict(), indent=2, sort_keys=True))
+    else:
+        print(f"{result.path}: {'ok' if result.ok else 'NOT resumable'}")
+        for key in ("phase", "step", "next_step", "max_steps", "checkpoint", "checkpoint_path", "resume_mode"):
+            if result.facts.get(key) is not None:
+                print(f"  {key:<16} {result.facts[key]}")
+        for issue in result.issues:
+            print(f"  [{issue['severity']}] {issue['code']}: {issue['message']}")
+        if result.ok:
+            print(f"Resume with: retrain CONFIG --resume {result.path}")
+    if not result.ok:
+        raise CommandFailed(code=1)

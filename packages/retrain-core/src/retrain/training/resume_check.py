@@ -1,0 +1,117 @@
+"""Preflight of a resume: can `retrain --resume LOGDIR` continue this run, and from where?
+
+Checks the log directory, trainer_state.json, the checkpoint it names (complete: weights,
+optimizer, RNG streams, metadata), the steps left, log rows that a resume will drop, and
+whether the run is still alive. Issues carry a code, a severity and a message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from retrain.io.log import read_jsonl
+from retrain.training.log import METRICS, PID, RUN_META
+from retrain.training.state import STATE_FILE, StateError, read_state
+
+CHECKPOINT_FILES = ("checkpoint.json", "optimizer.pt", "rng.pt")
+
+
+@dataclass
+class Check:
+    path: str
+    ok: bool = True
+    facts: dict[str, Any] = field(default_factory=dict)
+    issues: list[dict[str, str]] = field(default_factory=list)
+
+    def add(self, severity: str, code: str, message: str) -> None:
+        self.issues.append({"severity": severity, "code": code, "message": message})
+        if severity == "error":
+            self.ok = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "ok": self.ok, **self.facts, "issues": self.issues}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def check_resume(log_dir: str | Path, *, max_steps: int | None = None) -> Check:
+    d = Path(log_dir)
+    result = Check(str(d))
+    if not d.exists():
+        result.add("error", "resume_dir_missing", f"{d} does not exist")
+        return result
+    if not d.is_dir():
+        result.add("error", "resume_dir_not_directory", f"{d} is not a directory")
+        return result
+    pid_file = d / PID
+    if pid_file.exists():
+        try:
+            pid = int(pid_file.read_text().strip())
+        except ValueError:
+            pid = -1
+        if pid > 0 and _alive(pid):
+            result.add("error", "run_alive", f"the run is still running (pid {pid}); stop it before resuming")
+    if max_steps is None:
+        try:
+            meta = json.loads((d / RUN_META).read_text())
+            max_steps = int(meta["config"]["max_steps"])
+        except (OSError, ValueError, KeyError, TypeError):
+            max_steps = None
+    if not (d / STATE_FILE).exists():
+        rows = read_jsonl(d / METRICS)
+        result.facts.update({"next_step": 0, "checkpoint": None})
+        if rows:
+            result.add("warning", "no_checkpoint",
+                       f"no checkpoint yet: a resume starts over and replaces {len(rows)} logged rows")
+        else:
+            result.add("error", "trainer_state_missing", f"{STATE_FILE} not found and nothing logged")
+        return result
+    try:
+        state = read_state(d)
+    except StateError as exc:
+        result.add("error", "trainer_state_invalid", str(exc))
+        return result
+    phase_step = state.sft_step if state.phase == "sft" else state.step
+    result.facts.update({"phase": state.phase, "step": phase_step, "next_step": phase_step + 1,
+                         "max_steps": max_steps, "checkpoint": state.checkpoint_name or None,
+                         "resume_mode": state.resume_mode, "resume_warning": state.resume_warning})
+    if state.finished:
+        result.add("error", "run_finished", "the run finished (checkpoint 'final'); nothing to resume")
+        return result
+    if max_steps is not None and state.phase == "rl" and state.step + 1 >= max_steps:
+        result.add("error", "resume_beyond_max_steps", f"step {state.step} was the last of {max_steps}")
+    ref = state.checkpoint_path
+    if not ref:
+        result.add("warning", "checkpoint_ref_missing", "no checkpoint recorded; a resume starts from the base model")
+    elif "://" in ref:
+        result.add("warning", "remote_checkpoint_unverified", f"{ref} is remote and was not checked")
+    else:
+        path = Path(ref) if Path(ref).exists() else d / ref
+        if not path.exists():
+            result.add("error", "checkpoint_missing", f"checkpoint {ref} does not exist")
+        else:
+            missing = [f for f in CHECKPOINT_FILES if not (path / f).exists()]
+            weights = (path / "adapter").is_dir() or (path / "model").is_dir()
+            if missing or not weights:
+                result.add("error", "checkpoint_incomplete",
+                           f"checkpoint {path} lacks {', '.join(missing + ([] if weights else ['weights']))}")
+            result.facts["checkpoint_path"] = str(path)
+    rows = read_jsonl(d / METRICS)
+    later = [r for r in rows if r.get("phase", "rl") == state.phase and isinstance(r.get("step"), int)
+             and r["step"] > phase_step]
+    if later:
+        result.add("info", "rows_after_checkpoint",
+                   f"{len(later)} logged rows after the checkpoint will be dropped and recomputed")
+    return result
