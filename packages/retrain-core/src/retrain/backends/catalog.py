@@ -70,7 +70,8 @@ _BUILTIN = {
         name="local",
         factory="retrain.backends.local.create:create_backend",
         distribution="retrain-backends-local",
-        capabilities=BackendCapabilities(True, True, True, False, "adapter_only", True),
+        # exact: checkpoints hold weights, optimizer state and every RNG stream
+        capabilities=BackendCapabilities(True, True, True, False, "exact", True),
         dependency="torch",
         hint="pip install retrain-backends-local",
     ),
