@@ -59,7 +59,7 @@ class LocalBackend:
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.trainable_parameters = sum(p.numel() for p in params)
         self.optimizer = torch.optim.AdamW(params, lr=t.lr, betas=(config.optimizer.beta1, config.optimizer.beta2),
-                                           eps=config.optimizer.eps, weight_decay=t.weight_decay)
+                                           eps=config.optimizer.eps, weight_decay=t.weight_decay, foreach=True)
         self.sample_generator = torch.Generator(device=self.device).manual_seed(self.seed + 1)
         self.select_generator = torch.Generator().manual_seed(self.seed + 2)
         self.loss_config = PolicyLossConfig(

@@ -25,8 +25,11 @@ def split_head(model: Any) -> tuple[Any, torch.nn.Module]:
 
 
 def hidden_states(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Last hidden states of right-padded rows. With right padding a causal model never lets a
+    real token attend to padding, so no mask is passed: attention takes its fused causal path
+    and outputs at real positions are exactly those of the masked computation."""
     backbone, _ = split_head(model)
-    out = backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+    out = backbone(input_ids=input_ids, use_cache=False)
     return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
 
 

@@ -73,7 +73,7 @@ def choose(logits: torch.Tensor, temperature: float, top_p: float, generator: to
     return token, logp.gather(-1, token[:, None]).squeeze(-1), entropy
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def generate(
     model: torch.nn.Module,
     prompts: Sequence[Sequence[int]],
@@ -99,8 +99,11 @@ def generate(
     ids, mask = left_pad(prompts, pad_id, device)
     positions = (mask.cumsum(-1) - 1).clamp_min(0)
     rows = len(prompts) * num_samples
+    # Prompts of one length need no mask: the fused causal attention path is exact and faster.
+    padded = bool((mask == 0).any())
     if use_cache:
-        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
+        out = model(input_ids=ids, attention_mask=mask if padded else None, position_ids=positions,
+                    use_cache=True, logits_to_keep=1)
         cache = out.past_key_values
         logits = out.logits[:, -1, :]
         if num_samples > 1:
@@ -137,7 +140,7 @@ def generate(
             break
         mask = torch.cat([mask, ones], dim=1)
         if use_cache:
-            out = model(input_ids=token[:, None], attention_mask=mask, position_ids=next_pos,
+            out = model(input_ids=token[:, None], attention_mask=mask if padded else None, position_ids=next_pos,
                         past_key_values=cache, use_cache=True, logits_to_keep=1)
             cache = out.past_key_values
             next_pos = next_pos + 1
