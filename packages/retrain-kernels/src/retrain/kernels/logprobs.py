@@ -1,0 +1,399 @@
+"""Selected-token logprobs (and entropies) of an LM head without an [N, V] logits tensor.
+
+For hidden states h [N, H], head weight W [V, H] (optional bias b [V], optional LoRA delta
+s·B A) and temperature T, the scaled logits are z = (h Wᵀ + s·(h Aᵀ) Bᵀ + b) / T and per row
+
+    logprob = z[target] − LSE(z),    entropy = LSE(z) − Σ softmax(z) ⊙ z.
+
+Contract:
+- results are fp32 whatever the input dtype; bf16/fp16 operands are multiplied with fp32
+  accumulation and everything after the product is fp32;
+- rows whose target is `ignore_index` give logprob 0, entropy 0 and no gradient;
+- differentiable w.r.t. hidden, weight, bias and the LoRA factors; the backward recomputes the
+  logits of one chunk of rows at a time (at most `chunk_size × V` floats alive), never [N, V];
+- the torch path and the Triton path compute the same quantities; `reference_selected_logprobs`
+  is the naive definition (full fp32 logits, log_softmax, gather) the tests hold both to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from retrain.kernels.accelerators import choose_path, record
+from retrain.kernels.matmul import F32, emits_f32, mm_f32, mm_f32_acc
+
+LowRank = tuple[torch.Tensor, torch.Tensor]  # (u = s·h Aᵀ [N, r], B [V, r])
+
+# Elements of one [rows, V] chunk. torch path: a few fp32 buffers of this size are alive at
+# once (128 MiB each at the default); Triton path: one gradient buffer in the operand dtype.
+TORCH_CHUNK_ELEMENTS = 1 << 25
+TRITON_CHUNK_ELEMENTS = 1 << 28
+
+
+@dataclass(frozen=True)
+class LoRAHead:
+    """A low-rank delta on the LM head: the logits gain `scaling · (dropout(h) Aᵀ) Bᵀ`.
+
+    `a` is lora_A.weight [r, H], `b` is lora_B.weight [V, r]. The rank-r product runs through
+    ordinary autograd, so gradients reach `a`, `b` and h, and dropout works as in peft.
+    """
+
+    a: torch.Tensor
+    b: torch.Tensor
+    scaling: float
+    dropout: Callable[[torch.Tensor], torch.Tensor] | None = None
+
+
+def selected_logprobs(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    bias: torch.Tensor | None = None,
+    lora: LoRAHead | None = None,
+    temperature: float = 1.0,
+    return_entropy: bool = False,
+    ignore_index: int = -100,
+    chunk_size: int = 0,
+    path: str | None = None,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """logprobs [...] (and entropies [...]) of `targets` [...] under hidden [..., H] · Wᵀ.
+
+    `chunk_size` is rows per chunk (0: sized so one chunk holds about `*_CHUNK_ELEMENTS`
+    logits); `path` (`auto|triton|torch`) overrides the mode installed in
+    `retrain.kernels.accelerators`, which also records the path taken.
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    h = hidden.reshape(-1, hidden.shape[-1])
+    t = targets.reshape(-1)
+    _check_shapes(h, weight, t, bias, lora)
+    _check_targets(t, weight.shape[0], ignore_index)
+    low = _low_rank(h, lora) if lora is not None else None
+
+    chosen = choose_path([h, weight], path=path, unsupported=_triton_unsupported(h, weight, low))
+    record("logprob", chosen)
+    impl: _Impl = _TRITON if chosen == "triton" else _TORCH
+    eager = (
+        chosen == "torch"
+        and torch.is_grad_enabled()
+        and h.requires_grad
+        and low is None
+        and not weight.requires_grad
+        and (bias is None or not bias.requires_grad)
+    )
+    lp, ent = _SelectedLogprobs.apply(
+        h, weight, bias, *(low or (None, None)), t,
+        1.0 / temperature, ignore_index, return_entropy, chunk_size, impl, eager,
+    )
+    lp = lp.reshape(targets.shape)
+    return (lp, ent.reshape(targets.shape)) if return_entropy else lp
+
+
+def reference_selected_logprobs(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    bias: torch.Tensor | None = None,
+    lora: LoRAHead | None = None,
+    temperature: float = 1.0,
+    ignore_index: int = -100,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The naive definition: full fp32 logits, log_softmax, gather. (logprobs, entropies)."""
+    h = hidden.reshape(-1, hidden.shape[-1]).float()
+    t = targets.reshape(-1)
+    logits = h @ weight.float().t()
+    if lora is not None:
+        x = lora.dropout(h) if lora.dropout is not None else h
+        logits = logits + lora.scaling * (x @ lora.a.float().t()) @ lora.b.float().t()
+    if bias is not None:
+        logits = logits + bias.float()
+    logp = torch.log_softmax(logits / temperature, dim=-1)
+    valid = t != ignore_index
+    safe = torch.where(valid, t, 0)
+    lp = logp.gather(1, safe[:, None]).squeeze(1)
+    ent = -(logp.exp() * logp).sum(dim=-1)
+    zero = torch.zeros((), dtype=lp.dtype, device=lp.device)
+    return (torch.where(valid, lp, zero).reshape(targets.shape),
+            torch.where(valid, ent, zero).reshape(targets.shape))
+
+
+def _check_shapes(h: torch.Tensor, weight: torch.Tensor, t: torch.Tensor,
+                  bias: torch.Tensor | None, lora: LoRAHead | None) -> None:
+    v, hdim = weight.shape
+    if h.shape[1] != hdim:
+        raise ValueError(f"hidden size {h.shape[1]} != weight's {hdim}")
+    if h.shape[0] != t.shape[0]:
+        raise ValueError(f"{h.shape[0]} hidden rows but {t.shape[0]} targets")
+    if t.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"targets must be int32/int64, got {t.dtype}")
+    if bias is not None and bias.shape != (v,):
+        raise ValueError(f"bias shape {tuple(bias.shape)} != ({v},)")
+    if lora is not None and (lora.a.shape[1] != hdim or lora.b.shape != (v, lora.a.shape[0])):
+        raise ValueError(f"LoRA head shapes A {tuple(lora.a.shape)}, B {tuple(lora.b.shape)} "
+                         f"do not fit weight [{v}, {hdim}]")
+
+
+def _check_targets(t: torch.Tensor, vocab: int, ignore_index: int) -> None:
+    # One host sync. The Triton path would silently read a wrong logit for an id out of range.
+    bad = ((t < 0) | (t >= vocab)) & (t != ignore_index)
+    if t.numel() and bool(bad.any()):
+        raise ValueError(f"target ids must be in [0, {vocab}) or ignore_index={ignore_index}")
+
+
+def _low_rank(h: torch.Tensor, lora: LoRAHead) -> LowRank:
+    x = lora.dropout(h) if lora.dropout is not None else h
+    u = (x.to(lora.a.dtype) @ lora.a.t()) * lora.scaling
+    return u.to(lora.b.dtype), lora.b
+
+
+def _triton_unsupported(h: torch.Tensor, weight: torch.Tensor, low: LowRank | None) -> str | None:
+    floats = (torch.float32, torch.bfloat16, torch.float16)
+    if h.dtype not in floats or h.dtype != weight.dtype:
+        return f"hidden {h.dtype} / weight {weight.dtype} (need one of fp32, bf16, fp16, equal)"
+    if low is not None and low[1].dtype not in floats:
+        return f"LoRA head dtype {low[1].dtype}"
+    return None
+
+
+class _Impl(Protocol):
+    """What a path provides: forward statistics and the logit gradient of a chunk of rows."""
+
+    chunk_elements: int
+
+    def operand(self, x: torch.Tensor) -> torch.Tensor: ...
+
+    def stats(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
+              low: LowRank | None, t: torch.Tensor, inv_t: float, want_entropy: bool,
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]: ...
+
+    def logit_grad(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
+                   low: LowRank | None, t: torch.Tensor, lse: torch.Tensor,
+                   ez: torch.Tensor | None, g_lp: torch.Tensor, g_ent: torch.Tensor | None,
+                   inv_t: float) -> torch.Tensor: ...
+
+
+def _row_chunks(n: int, vocab: int, chunk_size: int, elements: int) -> list[tuple[int, int]]:
+    rows = chunk_size if chunk_size > 0 else max(1, elements // max(vocab, 1))
+    return [(i, min(i + rows, n)) for i in range(0, n, rows)]
+
+
+def _rows(low: LowRank | None, i: int, j: int) -> LowRank | None:
+    return (low[0][i:j], low[1]) if low is not None else None
+
+
+class _TorchImpl:
+    """Chunks of rows with exact per-chunk fp32 logits (cuBLAS/MKL GEMMs, in-place epilogues)."""
+
+    chunk_elements = TORCH_CHUNK_ELEMENTS
+
+    def operand(self, x: torch.Tensor) -> torch.Tensor:
+        # Up-cast low-precision operands once per pass when the GEMM cannot emit fp32 itself.
+        return x if emits_f32(x) else x.to(F32)
+
+    def logits(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
+               low: LowRank | None, inv_t: float) -> torch.Tensor:
+        z = mm_f32(h, w.t())
+        if low is not None:
+            mm_f32_acc(z, low[0], low[1].t())
+        if b is not None:
+            z += b.to(F32)
+        if inv_t != 1.0:
+            z *= inv_t
+        return z
+
+    def stats(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
+              low: LowRank | None, t: torch.Tensor, inv_t: float, want_entropy: bool,
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        lse, zt, ent = [], [], []
+        for i, j in _row_chunks(h.shape[0], w.shape[0], 0, self.chunk_elements):
+            z = self.logits(h[i:j], w, b, _rows(low, i, j), inv_t)
+            zt.append(z.gather(1, t[i:j, None]).squeeze(1))
+            top = z.amax(dim=1, keepdim=True)
+            z -= top
+            if want_entropy:
+                e = torch.exp(z)
+                norm = e.sum(dim=1)
+                ent.append(torch.log(norm) - torch.linalg.vecdot(e, z) / norm)
+            else:
+                norm = z.exp_().sum(dim=1)
+            lse.append(top.squeeze(1) + torch.log(norm))
+        return torch.cat(lse), torch.cat(zt), torch.cat(ent) if want_entropy else None
+
+    def logit_grad(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
+                   low: LowRank | None, t: torch.Tensor, lse: torch.Tensor,
+                   ez: torch.Tensor | None, g_lp: torch.Tensor, g_ent: torch.Tensor | None,
+                   inv_t: float) -> torch.Tensor:
+        z = self.logits(h, w, b, low, inv_t)
+        if g_ent is not None and ez is not None:
+            p = torch.exp(z - lse[:, None])
+            z -= ez[:, None]
+            z *= g_ent[:, None]
+            z += g_lp[:, None]
+            z *= p
+            del p
+        else:
+            z -= lse[:, None]
+            z.exp_()
+            z *= g_lp[:, None]
+        z.neg_()
+        z.scatter_add_(1, t[:, None], g_lp[:, None])
+        if inv_t != 1.0:
+            z *= inv_t
+        return z.to(w.dtype)
+
+    def eager_grads(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
+                    t: torch.Tensor, inv_t: float, want_entropy: bool,
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None,
+                               torch.Tensor, torch.Tensor | None]:
+        """Forward statistics plus ∂logprob/∂h (and ∂entropy/∂h) for a frozen head.
+
+        With W frozen the gradient w.r.t. h is linear in the per-row upstream gradients, so
+        it can be formed while the chunk's logits are still in memory: the backward becomes a
+        row scaling and the logits are never recomputed.
+        """
+        n = h.shape[0]
+        lse, zt = torch.empty(n, device=h.device, dtype=F32), torch.empty_like(t, dtype=F32)
+        d_lp = torch.empty((n, w.shape[1]), device=h.device, dtype=F32)
+        ent = torch.empty_like(lse) if want_entropy else None
+        d_ent = torch.empty_like(d_lp) if want_entropy else None
+        for i, j in _row_chunks(n, w.shape[0], 0, self.chunk_elements):
+            z = self.logits(h[i:j], w, b, None, inv_t)
+            zt[i:j] = z.gather(1, t[i:j, None]).squeeze(1)
+            top = z.amax(dim=1, keepdim=True)
+            z -= top
+            p = torch.exp(z)
+            norm = p.sum(dim=1, keepdim=True)
+            p /= norm
+            lse[i:j] = (top + torch.log(norm)).squeeze(1)
+            if ent is not None and d_ent is not None:
+                ez = torch.linalg.vecdot(p, z)[:, None]  # E_p[z] − max
+                ent[i:j] = (torch.log(norm) - ez).squeeze(1)
+                z -= ez
+                z *= p
+                z *= -inv_t
+                d_ent[i:j] = mm_f32(z.to(w.dtype), w)
+            del z
+            p.neg_()
+            p.scatter_add_(1, t[i:j, None], torch.ones_like(p[:, :1]))
+            if inv_t != 1.0:
+                p *= inv_t
+            d_lp[i:j] = mm_f32(p.to(w.dtype), w)
+        return lse, zt, ent, d_lp, d_ent
+
+
+class _TritonImpl:
+    chunk_elements = TRITON_CHUNK_ELEMENTS
+
+    def operand(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    def stats(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
+              low: LowRank | None, t: torch.Tensor, inv_t: float, want_entropy: bool,
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        from retrain.kernels.triton.logprobs import forward_stats
+
+        return forward_stats(h, w, b, low, t, inv_t, want_entropy)
+
+    def logit_grad(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
+                   low: LowRank | None, t: torch.Tensor, lse: torch.Tensor,
+                   ez: torch.Tensor | None, g_lp: torch.Tensor, g_ent: torch.Tensor | None,
+                   inv_t: float) -> torch.Tensor:
+        from retrain.kernels.triton.logprobs import logit_grad
+
+        return logit_grad(h, w, b, low, t, lse, ez, g_lp, g_ent, inv_t)
+
+
+class _SelectedLogprobs(torch.autograd.Function):
+    """(logprobs, entropies) with a chunked, recomputing backward (or a row-scaling one, eager)."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx,
+        h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
+        u: torch.Tensor | None, lb: torch.Tensor | None, t: torch.Tensor,
+        inv_t: float, ignore_index: int, want_entropy: bool, chunk_size: int,
+        impl: _Impl, eager: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        valid = t != ignore_index
+        safe = torch.where(valid, t, torch.zeros_like(t))
+        ho, wo = impl.operand(h), impl.operand(w)
+        if eager:
+            assert isinstance(impl, _TorchImpl)
+            lse, zt, ent, d_lp, d_ent = impl.eager_grads(ho, wo, b, safe, inv_t, want_entropy)
+        else:
+            low = (impl.operand(u), impl.operand(lb)) if u is not None and lb is not None else None
+            lse, zt, ent = impl.stats(ho, wo, b, low, safe, inv_t, want_entropy)
+        del ho, wo
+        zero = torch.zeros((), dtype=F32, device=lse.device)
+        lp = torch.where(valid, zt - lse, zero)
+        entropy = torch.where(valid, ent, zero) if ent is not None else torch.zeros_like(lp)
+        if not want_entropy:
+            ctx.mark_non_differentiable(entropy)
+        if eager:
+            ctx.save_for_backward(valid, d_lp, d_ent)
+        else:
+            ez = lse - ent if ent is not None else None
+            ctx.save_for_backward(valid, h, w, b, u, lb, safe, lse, ez)
+        ctx.config = (inv_t, want_entropy, chunk_size, impl, eager, h.dtype)  # type: ignore[attr-defined]
+        return lp, entropy
+
+    @staticmethod
+    def backward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx, g_lp: torch.Tensor, g_ent: torch.Tensor
+    ) -> tuple[torch.Tensor | None, ...]:
+        inv_t, want_entropy, chunk_size, impl, eager, h_dtype = ctx.config  # type: ignore[attr-defined]
+        valid, *saved = ctx.saved_tensors  # type: ignore[attr-defined]
+        g_lp = torch.where(valid, g_lp.float(), 0.0)
+        g_ent_rows = torch.where(valid, g_ent.float(), 0.0) if want_entropy else None
+        untouched = (None,) * 7
+        if eager:
+            d_lp, d_ent = saved
+            grad_h = d_lp * g_lp[:, None]
+            if d_ent is not None and g_ent_rows is not None:
+                grad_h += d_ent * g_ent_rows[:, None]
+            return (grad_h.to(h_dtype), None, None, None, None, *untouched)
+        h, w, b, u, lb, t, lse, ez = saved
+        need_h, need_w, need_b, need_u, need_lb = ctx.needs_input_grad[:5]  # type: ignore[attr-defined]
+        ho, wo = impl.operand(h), impl.operand(w)
+        low = (impl.operand(u), impl.operand(lb)) if u is not None and lb is not None else None
+        grad_h = torch.empty_like(h) if need_h else None
+        grad_u = torch.empty_like(u) if need_u and u is not None else None
+        grad_w = _accumulator(w) if need_w else None
+        grad_lb = _accumulator(lb) if need_lb and lb is not None else None
+        grad_b = _accumulator(b) if need_b and b is not None else None
+        for i, j in _row_chunks(h.shape[0], w.shape[0], chunk_size, impl.chunk_elements):
+            rows = _rows(low, i, j)
+            dr = impl.logit_grad(ho[i:j], wo, b, rows, t[i:j], lse[i:j],
+                                 ez[i:j] if ez is not None else None, g_lp[i:j],
+                                 g_ent_rows[i:j] if g_ent_rows is not None else None, inv_t)
+            if grad_h is not None:
+                grad_h[i:j] = mm_f32(dr, wo)
+            if grad_w is not None:
+                mm_f32_acc(grad_w, dr.t(), ho[i:j])
+            if grad_b is not None:
+                grad_b += dr.sum(dim=0, dtype=F32)
+            if rows is not None and grad_u is not None:
+                grad_u[i:j] = mm_f32(dr, rows[1])
+            if rows is not None and grad_lb is not None:
+                mm_f32_acc(grad_lb, dr.t(), rows[0])
+        return (grad_h, _cast(grad_w, w), _cast(grad_b, b), grad_u, _cast(grad_lb, lb),
+                *untouched)
+
+
+def _accumulator(x: torch.Tensor) -> torch.Tensor:
+    """fp32 zeros shaped like `x`: gradients summed over chunks keep fp32 until the end."""
+    return torch.zeros(x.shape, dtype=F32, device=x.device)
+
+
+def _cast(grad: torch.Tensor | None, like: torch.Tensor | None) -> torch.Tensor | None:
+    return grad.to(like.dtype) if grad is not None and like is not None else None
+
+
+_TORCH = _TorchImpl()
+_TRITON = _TritonImpl()
