@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import torch
 
@@ -73,6 +73,9 @@ def selected_logprobs(
     t = targets.reshape(-1)
     _check_shapes(h, weight, t, bias, lora)
     _check_targets(t, weight.shape[0], ignore_index)
+    if t.numel() == 0:  # nothing to compute; keep the graph so `.backward()` still works
+        empty = h.sum(dim=1, dtype=F32)
+        return (empty, empty.clone()) if return_entropy else empty
     low = _low_rank(h, lora) if lora is not None else None
 
     chosen = choose_path([h, weight], path=path, unsupported=_triton_unsupported(h, weight, low))
@@ -102,9 +105,10 @@ def reference_selected_logprobs(
     bias: torch.Tensor | None = None,
     lora: LoRAHead | None = None,
     temperature: float = 1.0,
+    return_entropy: bool = False,
     ignore_index: int = -100,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The naive definition: full fp32 logits, log_softmax, gather. (logprobs, entropies)."""
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """The naive definition: full fp32 logits, log_softmax, gather (what the kernels avoid)."""
     h = hidden.reshape(-1, hidden.shape[-1]).float()
     t = targets.reshape(-1)
     logits = h @ weight.float().t()
@@ -116,11 +120,12 @@ def reference_selected_logprobs(
     logp = torch.log_softmax(logits / temperature, dim=-1)
     valid = t != ignore_index
     safe = torch.where(valid, t, 0)
-    lp = logp.gather(1, safe[:, None]).squeeze(1)
+    zero = torch.zeros((), dtype=F32, device=logp.device)
+    lp = torch.where(valid, logp.gather(1, safe[:, None]).squeeze(1), zero).reshape(targets.shape)
+    if not return_entropy:
+        return lp
     ent = -(logp.exp() * logp).sum(dim=-1)
-    zero = torch.zeros((), dtype=lp.dtype, device=lp.device)
-    return (torch.where(valid, lp, zero).reshape(targets.shape),
-            torch.where(valid, ent, zero).reshape(targets.shape))
+    return lp, torch.where(valid, ent, zero).reshape(targets.shape)
 
 
 def _check_shapes(h: torch.Tensor, weight: torch.Tensor, t: torch.Tensor,
@@ -161,25 +166,38 @@ def _triton_unsupported(h: torch.Tensor, weight: torch.Tensor, low: LowRank | No
     return None
 
 
+class RowStats(NamedTuple):
+    """Per-row forward statistics, fp32 [N], relative to the row's largest logit `top`.
+
+    LSE = top + log_norm; logprob = target − log_norm; E_p[z] = top + log_norm − entropy.
+    Keeping `top` apart matters: LSE itself rounds to ulp(top), which for logits of order
+    1e3 is ~6e-5 and would leave Σ exp(z − LSE) visibly ≠ 1 in the backward.
+    """
+
+    top: torch.Tensor  # max_v z
+    log_norm: torch.Tensor  # log Σ_v exp(z − top)
+    target: torch.Tensor  # z[target] − top
+    entropy: torch.Tensor | None
+
+
 class _Impl(Protocol):
     """What a path provides: forward statistics and the logit gradient of a chunk of rows."""
 
-    chunk_elements: int
+    def chunk_rows(self, chunk_size: int, h: torch.Tensor, w: torch.Tensor) -> int: ...
 
     def operand(self, x: torch.Tensor) -> torch.Tensor: ...
 
     def stats(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
               low: LowRank | None, t: torch.Tensor, inv_t: float, want_entropy: bool,
-              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]: ...
+              rows: int) -> RowStats: ...
 
     def logit_grad(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
-                   low: LowRank | None, t: torch.Tensor, lse: torch.Tensor,
-                   ez: torch.Tensor | None, g_lp: torch.Tensor, g_ent: torch.Tensor | None,
-                   inv_t: float) -> torch.Tensor: ...
+                   low: LowRank | None, t: torch.Tensor, stats: RowStats,
+                   g_lp: torch.Tensor, g_ent: torch.Tensor | None, inv_t: float,
+                   ) -> torch.Tensor: ...
 
 
-def _row_chunks(n: int, vocab: int, chunk_size: int, elements: int) -> list[tuple[int, int]]:
-    rows = chunk_size if chunk_size > 0 else max(1, elements // max(vocab, 1))
+def _chunks(n: int, rows: int) -> list[tuple[int, int]]:
     return [(i, min(i + rows, n)) for i in range(0, n, rows)]
 
 
@@ -187,10 +205,24 @@ def _rows(low: LowRank | None, i: int, j: int) -> LowRank | None:
     return (low[0][i:j], low[1]) if low is not None else None
 
 
+def _stats_rows(stats: RowStats, i: int, j: int) -> RowStats:
+    return RowStats(*(x[i:j] if x is not None else None for x in stats))
+
+
+def _concat(parts: list[RowStats]) -> RowStats:
+    fields = zip(*parts, strict=True)
+    return RowStats(*(torch.cat(x) if x[0] is not None else None for x in fields))
+
+
+def _default_rows(chunk_size: int, vocab: int, elements: int) -> int:
+    return chunk_size if chunk_size > 0 else max(1, elements // vocab)
+
+
 class _TorchImpl:
     """Chunks of rows with exact per-chunk fp32 logits (cuBLAS/MKL GEMMs, in-place epilogues)."""
 
-    chunk_elements = TORCH_CHUNK_ELEMENTS
+    def chunk_rows(self, chunk_size: int, h: torch.Tensor, w: torch.Tensor) -> int:
+        return _default_rows(chunk_size, w.shape[0], TORCH_CHUNK_ELEMENTS)
 
     def operand(self, x: torch.Tensor) -> torch.Tensor:
         # Up-cast low-precision operands once per pass when the GEMM cannot emit fp32 itself.
@@ -207,38 +239,45 @@ class _TorchImpl:
             z *= inv_t
         return z
 
+    def _shifted(self, z: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Shift z by its row max in place; (top, target logit − top)."""
+        top = z.amax(dim=1, keepdim=True)
+        z -= top
+        return top.squeeze(1), z.gather(1, t[:, None]).squeeze(1)
+
     def stats(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
               low: LowRank | None, t: torch.Tensor, inv_t: float, want_entropy: bool,
-              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        lse, zt, ent = [], [], []
-        for i, j in _row_chunks(h.shape[0], w.shape[0], 0, self.chunk_elements):
+              rows: int) -> RowStats:
+        parts: list[RowStats] = []
+        for i, j in _chunks(h.shape[0], rows):
             z = self.logits(h[i:j], w, b, _rows(low, i, j), inv_t)
-            zt.append(z.gather(1, t[i:j, None]).squeeze(1))
-            top = z.amax(dim=1, keepdim=True)
-            z -= top
+            top, target = self._shifted(z, t[i:j])
+            entropy = None
             if want_entropy:
                 e = torch.exp(z)
                 norm = e.sum(dim=1)
-                ent.append(torch.log(norm) - torch.linalg.vecdot(e, z) / norm)
+                entropy = torch.log(norm) - torch.linalg.vecdot(e, z) / norm
             else:
                 norm = z.exp_().sum(dim=1)
-            lse.append(top.squeeze(1) + torch.log(norm))
-        return torch.cat(lse), torch.cat(zt), torch.cat(ent) if want_entropy else None
+            parts.append(RowStats(top, torch.log(norm), target, entropy))
+        return _concat(parts)
 
     def logit_grad(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
-                   low: LowRank | None, t: torch.Tensor, lse: torch.Tensor,
-                   ez: torch.Tensor | None, g_lp: torch.Tensor, g_ent: torch.Tensor | None,
-                   inv_t: float) -> torch.Tensor:
+                   low: LowRank | None, t: torch.Tensor, stats: RowStats,
+                   g_lp: torch.Tensor, g_ent: torch.Tensor | None, inv_t: float,
+                   ) -> torch.Tensor:
+        # `stats` is not needed: normalising the recomputed logits keeps Σ p = 1 exactly even
+        # where the GEMM rounds differently from the forward's.
         z = self.logits(h, w, b, low, inv_t)
-        if g_ent is not None and ez is not None:
-            p = torch.exp(z - lse[:, None])
-            z -= ez[:, None]
+        z -= torch.logsumexp(z, dim=1, keepdim=True)  # z is now log p
+        if g_ent is not None:
+            p = torch.exp(z)
+            z -= torch.linalg.vecdot(p, z)[:, None]  # z − E_p[z]: shift-invariant
             z *= g_ent[:, None]
             z += g_lp[:, None]
             z *= p
             del p
         else:
-            z -= lse[:, None]
             z.exp_()
             z *= g_lp[:, None]
         z.neg_()
@@ -248,9 +287,8 @@ class _TorchImpl:
         return z.to(w.dtype)
 
     def eager_grads(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
-                    t: torch.Tensor, inv_t: float, want_entropy: bool,
-                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None,
-                               torch.Tensor, torch.Tensor | None]:
+                    t: torch.Tensor, inv_t: float, want_entropy: bool, rows: int,
+                    ) -> tuple[RowStats, torch.Tensor, torch.Tensor | None]:
         """Forward statistics plus ∂logprob/∂h (and ∂entropy/∂h) for a frozen head.
 
         With W frozen the gradient w.r.t. h is linear in the per-row upstream gradients, so
@@ -258,22 +296,19 @@ class _TorchImpl:
         row scaling and the logits are never recomputed.
         """
         n = h.shape[0]
-        lse, zt = torch.empty(n, device=h.device, dtype=F32), torch.empty_like(t, dtype=F32)
+        parts: list[RowStats] = []
         d_lp = torch.empty((n, w.shape[1]), device=h.device, dtype=F32)
-        ent = torch.empty_like(lse) if want_entropy else None
         d_ent = torch.empty_like(d_lp) if want_entropy else None
-        for i, j in _row_chunks(n, w.shape[0], 0, self.chunk_elements):
+        for i, j in _chunks(n, rows):
             z = self.logits(h[i:j], w, b, None, inv_t)
-            zt[i:j] = z.gather(1, t[i:j, None]).squeeze(1)
-            top = z.amax(dim=1, keepdim=True)
-            z -= top
+            top, target = self._shifted(z, t[i:j])
             p = torch.exp(z)
             norm = p.sum(dim=1, keepdim=True)
             p /= norm
-            lse[i:j] = (top + torch.log(norm)).squeeze(1)
-            if ent is not None and d_ent is not None:
-                ez = torch.linalg.vecdot(p, z)[:, None]  # E_p[z] − max
-                ent[i:j] = (torch.log(norm) - ez).squeeze(1)
+            entropy = None
+            if d_ent is not None:
+                ez = torch.linalg.vecdot(p, z)[:, None]  # E_p[z] − top
+                entropy = (torch.log(norm) - ez).squeeze(1)
                 z -= ez
                 z *= p
                 z *= -inv_t
@@ -284,29 +319,40 @@ class _TorchImpl:
             if inv_t != 1.0:
                 p *= inv_t
             d_lp[i:j] = mm_f32(p.to(w.dtype), w)
-        return lse, zt, ent, d_lp, d_ent
+            parts.append(RowStats(top, torch.log(norm).squeeze(1), target, entropy))
+        return _concat(parts), d_lp, d_ent
 
 
 class _TritonImpl:
-    chunk_elements = TRITON_CHUNK_ELEMENTS
+    def chunk_rows(self, chunk_size: int, h: torch.Tensor, w: torch.Tensor) -> int:
+        # Whole row tiles: every row then sits at the same place in its tile as in the
+        # forward, so the recomputed logits are bitwise the forward's and Σ p = 1 holds with
+        # the saved (top, log_norm). Any mismatch would be amplified by the onehot − p
+        # cancellation when logits are large.
+        from retrain.kernels.triton.tile import default_tiles
+
+        block = default_tiles(h.device, h.dtype).block_m
+        rows = _default_rows(chunk_size, w.shape[0], TRITON_CHUNK_ELEMENTS)
+        return -(-rows // block) * block
 
     def operand(self, x: torch.Tensor) -> torch.Tensor:
         return x
 
     def stats(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
               low: LowRank | None, t: torch.Tensor, inv_t: float, want_entropy: bool,
-              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        from retrain.kernels.triton.logprobs import forward_stats
+              rows: int) -> RowStats:
+        from retrain.kernels.triton.logprobs import forward_stats  # one pass, no row chunks
 
-        return forward_stats(h, w, b, low, t, inv_t, want_entropy)
+        return RowStats(*forward_stats(h, w, b, low, t, inv_t, want_entropy))
 
     def logit_grad(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
-                   low: LowRank | None, t: torch.Tensor, lse: torch.Tensor,
-                   ez: torch.Tensor | None, g_lp: torch.Tensor, g_ent: torch.Tensor | None,
-                   inv_t: float) -> torch.Tensor:
+                   low: LowRank | None, t: torch.Tensor, stats: RowStats,
+                   g_lp: torch.Tensor, g_ent: torch.Tensor | None, inv_t: float,
+                   ) -> torch.Tensor:
         from retrain.kernels.triton.logprobs import logit_grad
 
-        return logit_grad(h, w, b, low, t, lse, ez, g_lp, g_ent, inv_t)
+        ez = stats.log_norm - stats.entropy if stats.entropy is not None else None
+        return logit_grad(h, w, b, low, t, stats.top, stats.log_norm, ez, g_lp, g_ent, inv_t)
 
 
 class _SelectedLogprobs(torch.autograd.Function):
@@ -322,32 +368,34 @@ class _SelectedLogprobs(torch.autograd.Function):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         valid = t != ignore_index
         safe = torch.where(valid, t, torch.zeros_like(t))
+        rows = impl.chunk_rows(chunk_size, h, w)
         ho, wo = impl.operand(h), impl.operand(w)
+        d_lp = d_ent = None
         if eager:
             assert isinstance(impl, _TorchImpl)
-            lse, zt, ent, d_lp, d_ent = impl.eager_grads(ho, wo, b, safe, inv_t, want_entropy)
+            stats, d_lp, d_ent = impl.eager_grads(ho, wo, b, safe, inv_t, want_entropy, rows)
         else:
             low = (impl.operand(u), impl.operand(lb)) if u is not None and lb is not None else None
-            lse, zt, ent = impl.stats(ho, wo, b, low, safe, inv_t, want_entropy)
+            stats = impl.stats(ho, wo, b, low, safe, inv_t, want_entropy, rows)
         del ho, wo
-        zero = torch.zeros((), dtype=F32, device=lse.device)
-        lp = torch.where(valid, zt - lse, zero)
+        zero = torch.zeros((), dtype=F32, device=valid.device)
+        lp = torch.where(valid, stats.target - stats.log_norm, zero)
+        ent = stats.entropy
         entropy = torch.where(valid, ent, zero) if ent is not None else torch.zeros_like(lp)
         if not want_entropy:
             ctx.mark_non_differentiable(entropy)
         if eager:
             ctx.save_for_backward(valid, d_lp, d_ent)
         else:
-            ez = lse - ent if ent is not None else None
-            ctx.save_for_backward(valid, h, w, b, u, lb, safe, lse, ez)
-        ctx.config = (inv_t, want_entropy, chunk_size, impl, eager, h.dtype)  # type: ignore[attr-defined]
+            ctx.save_for_backward(valid, h, w, b, u, lb, safe, *stats)
+        ctx.config = (inv_t, want_entropy, rows, impl, eager, h.dtype)  # type: ignore[attr-defined]
         return lp, entropy
 
     @staticmethod
     def backward(  # type: ignore[override]
         ctx: torch.autograd.function.FunctionCtx, g_lp: torch.Tensor, g_ent: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
-        inv_t, want_entropy, chunk_size, impl, eager, h_dtype = ctx.config  # type: ignore[attr-defined]
+        inv_t, want_entropy, rows, impl, eager, h_dtype = ctx.config  # type: ignore[attr-defined]
         valid, *saved = ctx.saved_tensors  # type: ignore[attr-defined]
         g_lp = torch.where(valid, g_lp.float(), 0.0)
         g_ent_rows = torch.where(valid, g_ent.float(), 0.0) if want_entropy else None
@@ -358,7 +406,8 @@ class _SelectedLogprobs(torch.autograd.Function):
             if d_ent is not None and g_ent_rows is not None:
                 grad_h += d_ent * g_ent_rows[:, None]
             return (grad_h.to(h_dtype), None, None, None, None, *untouched)
-        h, w, b, u, lb, t, lse, ez = saved
+        h, w, b, u, lb, t, *stat_fields = saved
+        stats = RowStats(*stat_fields)
         need_h, need_w, need_b, need_u, need_lb = ctx.needs_input_grad[:5]  # type: ignore[attr-defined]
         ho, wo = impl.operand(h), impl.operand(w)
         low = (impl.operand(u), impl.operand(lb)) if u is not None and lb is not None else None
@@ -367,21 +416,21 @@ class _SelectedLogprobs(torch.autograd.Function):
         grad_w = _accumulator(w) if need_w else None
         grad_lb = _accumulator(lb) if need_lb and lb is not None else None
         grad_b = _accumulator(b) if need_b and b is not None else None
-        for i, j in _row_chunks(h.shape[0], w.shape[0], chunk_size, impl.chunk_elements):
-            rows = _rows(low, i, j)
-            dr = impl.logit_grad(ho[i:j], wo, b, rows, t[i:j], lse[i:j],
-                                 ez[i:j] if ez is not None else None, g_lp[i:j],
-                                 g_ent_rows[i:j] if g_ent_rows is not None else None, inv_t)
+        for i, j in _chunks(h.shape[0], rows):
+            low_ij = _rows(low, i, j)
+            dr = impl.logit_grad(ho[i:j], wo, b, low_ij, t[i:j], _stats_rows(stats, i, j),
+                                 g_lp[i:j], g_ent_rows[i:j] if g_ent_rows is not None else None,
+                                 inv_t)
             if grad_h is not None:
                 grad_h[i:j] = mm_f32(dr, wo)
             if grad_w is not None:
                 mm_f32_acc(grad_w, dr.t(), ho[i:j])
             if grad_b is not None:
                 grad_b += dr.sum(dim=0, dtype=F32)
-            if rows is not None and grad_u is not None:
-                grad_u[i:j] = mm_f32(dr, rows[1])
-            if rows is not None and grad_lb is not None:
-                mm_f32_acc(grad_lb, dr.t(), rows[0])
+            if low_ij is not None and grad_u is not None:
+                grad_u[i:j] = mm_f32(dr, low_ij[1])
+            if low_ij is not None and grad_lb is not None:
+                mm_f32_acc(grad_lb, dr.t(), low_ij[0])
         return (grad_h, _cast(grad_w, w), _cast(grad_b, b), grad_u, _cast(grad_lb, lb),
                 *untouched)
 

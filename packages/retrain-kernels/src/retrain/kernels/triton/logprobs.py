@@ -96,7 +96,7 @@ def _stats_kernel(
 def _logit_grad_kernel(
     a1_ptr, b1_ptr, K1, s_a1m, s_a1k, s_b1k, s_b1n,
     a2_ptr, b2_ptr, K2, s_a2m, s_a2k, s_b2k, s_b2n,
-    bias_ptr, tgt_ptr, lse_ptr, ez_ptr, glp_ptr, gent_ptr, dr_ptr, s_drn,
+    bias_ptr, tgt_ptr, top_ptr, lognorm_ptr, ez_ptr, glp_ptr, gent_ptr, dr_ptr, s_drn,
     N, V, inv_t,
     HAS_SECOND: tl.constexpr, HAS_BIAS: tl.constexpr, ENTROPY_GRAD: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_K: tl.constexpr,
@@ -112,9 +112,11 @@ def _logit_grad_kernel(
                  HAS_SECOND, HAS_BIAS, BLOCK_N, BLOCK_V, BLOCK_K, UPCAST, PREC1, PREC2)
     z = z * inv_t
     tgt = tl.load(tgt_ptr + rows, mask=row_mask, other=-1)
-    lse = tl.load(lse_ptr + rows, mask=row_mask, other=0.0)
+    top = tl.load(top_ptr + rows, mask=row_mask, other=0.0)
+    log_norm = tl.load(lognorm_ptr + rows, mask=row_mask, other=0.0)
     glp = tl.load(glp_ptr + rows, mask=row_mask, other=0.0)
-    p = tl.exp(z - lse[:, None])
+    z = z - top[:, None]  # bitwise the forward's shifted logits: same tiles, same order
+    p = tl.exp(z - log_norm[:, None])
     coef = glp[:, None] + tl.zeros_like(z)
     if ENTROPY_GRAD:
         ez = tl.load(ez_ptr + rows, mask=row_mask, other=0.0)
@@ -151,8 +153,8 @@ def forward_stats(
     inv_t: float,
     want_entropy: bool,
     tiles: Tiles | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """Per row: log-sum-exp of the scaled logits, the target's scaled logit, and the entropy."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Per row, of the scaled logits z: max, log Σ exp(z − max), z[target] − max, entropy."""
     n, v = hidden.shape[0], weight.shape[0]
     t = tiles or default_tiles(hidden.device, hidden.dtype)
     n_blocks, v_tiles = triton.cdiv(n, t.block_m), triton.cdiv(v, t.block_n)
@@ -170,13 +172,13 @@ def forward_stats(
     top = mx.amax(dim=0)
     w = torch.exp(mx - top)
     norm = (se * w).sum(dim=0)
-    lse = top + torch.log(norm)
+    log_norm = torch.log(norm)
     entropy = None
     if want_entropy:
         # Each slice's sz is relative to its own max; re-base to the global one.
         spread = (w * (sz + se * (mx - top))).sum(dim=0)
-        entropy = torch.log(norm) - spread / norm
-    return lse, zt.sum(dim=0), entropy
+        entropy = log_norm - spread / norm
+    return top, log_norm, zt.sum(dim=0) - top, entropy
 
 
 def logit_grad(
@@ -185,7 +187,8 @@ def logit_grad(
     bias: torch.Tensor | None,
     low: LowRank | None,
     targets: torch.Tensor,
-    lse: torch.Tensor,
+    top: torch.Tensor,
+    log_norm: torch.Tensor,
     ez: torch.Tensor | None,
     g_lp: torch.Tensor,
     g_ent: torch.Tensor | None,
@@ -193,6 +196,8 @@ def logit_grad(
     tiles: Tiles | None = None,
 ) -> torch.Tensor:
     """∂loss/∂(raw logits) for these rows, [rows, V] in the weight's dtype.
+
+    `top`, `log_norm` come from `forward_stats`; `ez` is E_p[z] − top (for the entropy term).
 
     With z = logits/T, p = softmax(z): ∂logprob/∂z = onehot − p and
     ∂entropy/∂z = −p ⊙ (z − E_p[z]); the chain rule through 1/T gives one more factor 1/T.
@@ -203,8 +208,8 @@ def logit_grad(
     entropy_grad = g_ent is not None and ez is not None
     _logit_grad_kernel[(triton.cdiv(n, t.block_m), triton.cdiv(v, t.block_n))](
         *_pairs(hidden, weight, low),
-        bias if bias is not None else hidden, targets, lse,
-        ez if entropy_grad else lse, g_lp, g_ent if entropy_grad else g_lp, dr, dr.stride(0),
+        bias if bias is not None else hidden, targets, top, log_norm,
+        ez if entropy_grad else top, g_lp, g_ent if entropy_grad else g_lp, dr, dr.stride(0),
         n, v, inv_t,
         ENTROPY_GRAD=entropy_grad, BLOCK_N=t.block_m, BLOCK_V=t.block_n, BLOCK_K=t.block_k,
         num_warps=t.num_warps, num_stages=t.num_stages, **_flags(hidden, low, bias),
