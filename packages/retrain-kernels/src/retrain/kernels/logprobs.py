@@ -9,10 +9,20 @@ Contract:
 - results are fp32 whatever the input dtype; bf16/fp16 operands are multiplied with fp32
   accumulation and everything after the product is fp32;
 - rows whose target is `ignore_index` give logprob 0, entropy 0 and no gradient;
-- differentiable w.r.t. hidden, weight, bias and the LoRA factors; the backward recomputes the
-  logits of one chunk of rows at a time (at most `chunk_size × V` floats alive), never [N, V];
+- differentiable w.r.t. hidden, weight, bias and the LoRA factors. No [N, V] tensor exists:
+  at most about `chunk_size × V` logits are alive at once (see "Chunks" below);
 - the torch path and the Triton path compute the same quantities; `reference_selected_logprobs`
   is the naive definition (full fp32 logits, log_softmax, gather) the tests hold both to.
+
+Chunks. A frozen head on the torch path (the LoRA case) takes row chunks of full vocabulary
+rows and forms ∂logprob/∂h (and ∂entropy/∂h) in the forward, so the backward is a row scaling:
+two GEMMs in all, as for the naive path. Every other case streams the vocabulary: the forward
+keeps per-row running statistics over vocabulary chunks (an online log-sum-exp), and the
+backward recomputes each chunk's logits and turns them into grad_h (accumulated in fp32) and
+that chunk's rows of grad_W (written once). Forward and backward cut the vocabulary at the same
+places with the same products, so the recomputed logits are bitwise the forward's and the
+saved statistics normalise them exactly; a mismatch would be amplified by the onehot − p
+cancellation when logits are large.
 """
 
 from __future__ import annotations
@@ -24,14 +34,14 @@ from typing import NamedTuple, Protocol
 import torch
 
 from retrain.kernels.accelerators import choose_path, record
-from retrain.kernels.matmul import F32, emits_f32, mm_f32, mm_f32_acc
+from retrain.kernels.matmul import F32, emits_f32, mm_f32, mm_f32_acc, mm_into
 
 LowRank = tuple[torch.Tensor, torch.Tensor]  # (u = s·h Aᵀ [N, r], B [V, r])
 
-# Elements of one [rows, V] chunk. torch path: a few fp32 buffers of this size are alive at
-# once (128 MiB each at the default); Triton path: one gradient buffer in the operand dtype.
-TORCH_CHUNK_ELEMENTS = 1 << 25
-TRITON_CHUNK_ELEMENTS = 1 << 28
+# Default logits per chunk. torch path: one or two fp32 buffers of this size (64 MiB each);
+# Triton path: one logit-gradient buffer in the operand dtype (256 MiB in bf16).
+TORCH_CHUNK_ELEMENTS = 1 << 24
+TRITON_CHUNK_ELEMENTS = 1 << 27
 
 
 @dataclass(frozen=True)
@@ -63,8 +73,8 @@ def selected_logprobs(
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """logprobs [...] (and entropies [...]) of `targets` [...] under hidden [..., H] · Wᵀ.
 
-    `chunk_size` is rows per chunk (0: sized so one chunk holds about `*_CHUNK_ELEMENTS`
-    logits); `path` (`auto|triton|torch`) overrides the mode installed in
+    `chunk_size` bounds the logits alive at once to about `chunk_size × V` (0: about
+    `*_CHUNK_ELEMENTS`); `path` (`auto|triton|torch`) overrides the mode installed in
     `retrain.kernels.accelerators`, which also records the path taken.
     """
     if temperature <= 0:
@@ -180,49 +190,64 @@ class RowStats(NamedTuple):
     entropy: torch.Tensor | None
 
 
-class _Impl(Protocol):
-    """What a path provides: forward statistics and the logit gradient of a chunk of rows."""
+def merge_slices(mx: torch.Tensor, se: torch.Tensor, sz: torch.Tensor | None,
+                 zt: torch.Tensor) -> RowStats:
+    """Combine per-vocabulary-slice partials, each [slices, N].
 
-    def chunk_rows(self, chunk_size: int, h: torch.Tensor, w: torch.Tensor) -> int: ...
+    Slice s holds its max `mx`, `se = Σ exp(z − mx)`, `sz = Σ exp(z − mx)(z − mx)` and the
+    target's logit where the target falls in the slice (else 0). Everything is re-based to
+    the global max before summing, so no term is large.
+    """
+    top = mx.amax(dim=0)
+    scale = torch.exp(mx - top)
+    norm = (se * scale).sum(dim=0)
+    log_norm = torch.log(norm)
+    entropy = None
+    if sz is not None:
+        entropy = log_norm - (scale * (sz + se * (mx - top))).sum(dim=0) / norm
+    return RowStats(top, log_norm, zt.sum(dim=0) - top, entropy)
+
+
+class _Impl(Protocol):
+    """What a path provides: forward statistics and the logit gradient of a vocabulary chunk.
+
+    `t_local` holds each row's target id relative to the chunk, −1 where it lies outside.
+    """
+
+    def vocab_cols(self, budget: int, h: torch.Tensor) -> int: ...
 
     def operand(self, x: torch.Tensor) -> torch.Tensor: ...
 
     def stats(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
               low: LowRank | None, t: torch.Tensor, inv_t: float, want_entropy: bool,
-              rows: int) -> RowStats: ...
+              cols: int) -> RowStats: ...
 
     def logit_grad(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
-                   low: LowRank | None, t: torch.Tensor, stats: RowStats,
+                   low: LowRank | None, t_local: torch.Tensor, stats: RowStats,
                    g_lp: torch.Tensor, g_ent: torch.Tensor | None, inv_t: float,
                    ) -> torch.Tensor: ...
 
 
-def _chunks(n: int, rows: int) -> list[tuple[int, int]]:
-    return [(i, min(i + rows, n)) for i in range(0, n, rows)]
+def _chunks(n: int, step: int) -> list[tuple[int, int]]:
+    return [(i, min(i + step, n)) for i in range(0, n, step)]
 
 
-def _rows(low: LowRank | None, i: int, j: int) -> LowRank | None:
-    return (low[0][i:j], low[1]) if low is not None else None
+def _columns(w: torch.Tensor, b: torch.Tensor | None, low: LowRank | None, v0: int, v1: int,
+             ) -> tuple[torch.Tensor, torch.Tensor | None, LowRank | None]:
+    """The head restricted to vocabulary ids [v0, v1)."""
+    return (w[v0:v1], b[v0:v1] if b is not None else None,
+            (low[0], low[1][v0:v1]) if low is not None else None)
 
 
-def _stats_rows(stats: RowStats, i: int, j: int) -> RowStats:
-    return RowStats(*(x[i:j] if x is not None else None for x in stats))
-
-
-def _concat(parts: list[RowStats]) -> RowStats:
-    fields = zip(*parts, strict=True)
-    return RowStats(*(torch.cat(x) if x[0] is not None else None for x in fields))
-
-
-def _default_rows(chunk_size: int, vocab: int, elements: int) -> int:
-    return chunk_size if chunk_size > 0 else max(1, elements // vocab)
+def _local_targets(t: torch.Tensor, v0: int, v1: int) -> torch.Tensor:
+    return torch.where((t >= v0) & (t < v1), t - v0, -1)
 
 
 class _TorchImpl:
-    """Chunks of rows with exact per-chunk fp32 logits (cuBLAS/MKL GEMMs, in-place epilogues)."""
+    """GEMMs from torch (cuBLAS/MKL) with fp32 results and in-place fp32 epilogues."""
 
-    def chunk_rows(self, chunk_size: int, h: torch.Tensor, w: torch.Tensor) -> int:
-        return _default_rows(chunk_size, w.shape[0], TORCH_CHUNK_ELEMENTS)
+    def vocab_cols(self, budget: int, h: torch.Tensor) -> int:
+        return max(1, budget // h.shape[0])
 
     def operand(self, x: torch.Tensor) -> torch.Tensor:
         # Up-cast low-precision operands once per pass when the GEMM cannot emit fp32 itself.
@@ -239,49 +264,47 @@ class _TorchImpl:
             z *= inv_t
         return z
 
-    def _shifted(self, z: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Shift z by its row max in place; (top, target logit − top)."""
-        top = z.amax(dim=1, keepdim=True)
-        z -= top
-        return top.squeeze(1), z.gather(1, t[:, None]).squeeze(1)
-
     def stats(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
               low: LowRank | None, t: torch.Tensor, inv_t: float, want_entropy: bool,
-              rows: int) -> RowStats:
-        parts: list[RowStats] = []
-        for i, j in _chunks(h.shape[0], rows):
-            z = self.logits(h[i:j], w, b, _rows(low, i, j), inv_t)
-            top, target = self._shifted(z, t[i:j])
-            entropy = None
+              cols: int) -> RowStats:
+        parts = []
+        for v0, v1 in _chunks(w.shape[0], cols):
+            z = self.logits(h, *_columns(w, b, low, v0, v1), inv_t)
+            local = _local_targets(t, v0, v1)
+            zt = z.gather(1, local.clamp(min=0)[:, None]).squeeze(1).masked_fill_(local < 0, 0)
+            mx = z.amax(dim=1)
+            z -= mx[:, None]
+            sz = None
             if want_entropy:
                 e = torch.exp(z)
-                norm = e.sum(dim=1)
-                entropy = torch.log(norm) - torch.linalg.vecdot(e, z) / norm
+                se, sz = e.sum(dim=1), torch.linalg.vecdot(e, z)
             else:
-                norm = z.exp_().sum(dim=1)
-            parts.append(RowStats(top, torch.log(norm), target, entropy))
-        return _concat(parts)
+                se = z.exp_().sum(dim=1)
+            parts.append((mx, se, sz, zt))
+        mx, se, sz, zt = zip(*parts, strict=True)
+        return merge_slices(torch.stack(mx), torch.stack(se),
+                            torch.stack(sz) if want_entropy else None, torch.stack(zt))
 
     def logit_grad(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
-                   low: LowRank | None, t: torch.Tensor, stats: RowStats,
+                   low: LowRank | None, t_local: torch.Tensor, stats: RowStats,
                    g_lp: torch.Tensor, g_ent: torch.Tensor | None, inv_t: float,
                    ) -> torch.Tensor:
-        # `stats` is not needed: normalising the recomputed logits keeps Σ p = 1 exactly even
-        # where the GEMM rounds differently from the forward's.
-        z = self.logits(h, w, b, low, inv_t)
-        z -= torch.logsumexp(z, dim=1, keepdim=True)  # z is now log p
-        if g_ent is not None:
-            p = torch.exp(z)
-            z -= torch.linalg.vecdot(p, z)[:, None]  # z − E_p[z]: shift-invariant
+        z = self.logits(h, w, b, low, inv_t)  # the forward's chunk, bit for bit
+        z -= stats.top[:, None]
+        if g_ent is not None and stats.entropy is not None:  # needs p and z: a second buffer
+            p = torch.exp(z - stats.log_norm[:, None])
+            z -= (stats.log_norm - stats.entropy)[:, None]  # z − E_p[z]
             z *= g_ent[:, None]
             z += g_lp[:, None]
             z *= p
             del p
-        else:
+        else:  # p in place: one buffer
+            z -= stats.log_norm[:, None]
             z.exp_()
             z *= g_lp[:, None]
         z.neg_()
-        z.scatter_add_(1, t[:, None], g_lp[:, None])
+        inside = t_local >= 0
+        z.scatter_add_(1, t_local.clamp(min=0)[:, None], (g_lp * inside)[:, None])
         if inv_t != 1.0:
             z *= inv_t
         return z.to(w.dtype)
@@ -292,8 +315,8 @@ class _TorchImpl:
         """Forward statistics plus ∂logprob/∂h (and ∂entropy/∂h) for a frozen head.
 
         With W frozen the gradient w.r.t. h is linear in the per-row upstream gradients, so
-        it can be formed while the chunk's logits are still in memory: the backward becomes a
-        row scaling and the logits are never recomputed.
+        it can be formed while a row chunk's full logits are in memory: the backward becomes
+        a row scaling and the logits are never recomputed.
         """
         n = h.shape[0]
         parts: list[RowStats] = []
@@ -301,7 +324,9 @@ class _TorchImpl:
         d_ent = torch.empty_like(d_lp) if want_entropy else None
         for i, j in _chunks(n, rows):
             z = self.logits(h[i:j], w, b, None, inv_t)
-            top, target = self._shifted(z, t[i:j])
+            top = z.amax(dim=1, keepdim=True)
+            z -= top
+            target = z.gather(1, t[i:j, None]).squeeze(1)
             p = torch.exp(z)
             norm = p.sum(dim=1, keepdim=True)
             p /= norm
@@ -319,44 +344,44 @@ class _TorchImpl:
             if inv_t != 1.0:
                 p *= inv_t
             d_lp[i:j] = mm_f32(p.to(w.dtype), w)
-            parts.append(RowStats(top, torch.log(norm).squeeze(1), target, entropy))
-        return _concat(parts), d_lp, d_ent
+            parts.append(RowStats(top.squeeze(1), torch.log(norm).squeeze(1), target, entropy))
+        fields = zip(*parts, strict=True)
+        stats = RowStats(*(torch.cat(x) if x[0] is not None else None for x in fields))
+        return stats, d_lp, d_ent
 
 
 class _TritonImpl:
-    def chunk_rows(self, chunk_size: int, h: torch.Tensor, w: torch.Tensor) -> int:
-        # Whole row tiles: every row then sits at the same place in its tile as in the
-        # forward, so the recomputed logits are bitwise the forward's and Σ p = 1 holds with
-        # the saved (top, log_norm). Any mismatch would be amplified by the onehot − p
-        # cancellation when logits are large.
+    def vocab_cols(self, budget: int, h: torch.Tensor) -> int:
+        # Whole vocabulary tiles: chunk tiles then coincide with the forward's (same rows,
+        # same columns, same K order), so the recomputed logits are bitwise the forward's.
         from retrain.kernels.triton.tile import default_tiles
 
-        block = default_tiles(h.device, h.dtype).block_m
-        rows = _default_rows(chunk_size, w.shape[0], TRITON_CHUNK_ELEMENTS)
-        return -(-rows // block) * block
+        block = default_tiles(h.device, h.dtype).block_n
+        return max(1, budget // h.shape[0] // block) * block
 
     def operand(self, x: torch.Tensor) -> torch.Tensor:
         return x
 
     def stats(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
               low: LowRank | None, t: torch.Tensor, inv_t: float, want_entropy: bool,
-              rows: int) -> RowStats:
-        from retrain.kernels.triton.logprobs import forward_stats  # one pass, no row chunks
+              cols: int) -> RowStats:
+        from retrain.kernels.triton.logprobs import forward_partials  # one pass over V
 
-        return RowStats(*forward_stats(h, w, b, low, t, inv_t, want_entropy))
+        return merge_slices(*forward_partials(h, w, b, low, t, inv_t, want_entropy))
 
     def logit_grad(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
-                   low: LowRank | None, t: torch.Tensor, stats: RowStats,
+                   low: LowRank | None, t_local: torch.Tensor, stats: RowStats,
                    g_lp: torch.Tensor, g_ent: torch.Tensor | None, inv_t: float,
                    ) -> torch.Tensor:
         from retrain.kernels.triton.logprobs import logit_grad
 
         ez = stats.log_norm - stats.entropy if stats.entropy is not None else None
-        return logit_grad(h, w, b, low, t, stats.top, stats.log_norm, ez, g_lp, g_ent, inv_t)
+        return logit_grad(h, w, b, low, t_local, stats.top, stats.log_norm, ez, g_lp,
+                          g_ent if ez is not None else None, inv_t)
 
 
 class _SelectedLogprobs(torch.autograd.Function):
-    """(logprobs, entropies) with a chunked, recomputing backward (or a row-scaling one, eager)."""
+    """(logprobs, entropies); see "Chunks" in the module docstring for the two schedules."""
 
     @staticmethod
     def forward(  # type: ignore[override]
@@ -368,15 +393,19 @@ class _SelectedLogprobs(torch.autograd.Function):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         valid = t != ignore_index
         safe = torch.where(valid, t, torch.zeros_like(t))
-        rows = impl.chunk_rows(chunk_size, h, w)
+        vocab = w.shape[0]
+        default = TORCH_CHUNK_ELEMENTS if isinstance(impl, _TorchImpl) else TRITON_CHUNK_ELEMENTS
+        budget = chunk_size * vocab if chunk_size > 0 else default
+        cols = impl.vocab_cols(budget, h)
         ho, wo = impl.operand(h), impl.operand(w)
         d_lp = d_ent = None
         if eager:
             assert isinstance(impl, _TorchImpl)
+            rows = max(1, budget // vocab)
             stats, d_lp, d_ent = impl.eager_grads(ho, wo, b, safe, inv_t, want_entropy, rows)
         else:
             low = (impl.operand(u), impl.operand(lb)) if u is not None and lb is not None else None
-            stats = impl.stats(ho, wo, b, low, safe, inv_t, want_entropy, rows)
+            stats = impl.stats(ho, wo, b, low, safe, inv_t, want_entropy, cols)
         del ho, wo
         zero = torch.zeros((), dtype=F32, device=valid.device)
         lp = torch.where(valid, stats.target - stats.log_norm, zero)
@@ -388,14 +417,14 @@ class _SelectedLogprobs(torch.autograd.Function):
             ctx.save_for_backward(valid, d_lp, d_ent)
         else:
             ctx.save_for_backward(valid, h, w, b, u, lb, safe, *stats)
-        ctx.config = (inv_t, want_entropy, rows, impl, eager, h.dtype)  # type: ignore[attr-defined]
+        ctx.config = (inv_t, want_entropy, cols, impl, eager, h.dtype)  # type: ignore[attr-defined]
         return lp, entropy
 
     @staticmethod
     def backward(  # type: ignore[override]
         ctx: torch.autograd.function.FunctionCtx, g_lp: torch.Tensor, g_ent: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
-        inv_t, want_entropy, rows, impl, eager, h_dtype = ctx.config  # type: ignore[attr-defined]
+        inv_t, want_entropy, cols, impl, eager, h_dtype = ctx.config  # type: ignore[attr-defined]
         valid, *saved = ctx.saved_tensors  # type: ignore[attr-defined]
         g_lp = torch.where(valid, g_lp.float(), 0.0)
         g_ent_rows = torch.where(valid, g_ent.float(), 0.0) if want_entropy else None
@@ -411,33 +440,27 @@ class _SelectedLogprobs(torch.autograd.Function):
         need_h, need_w, need_b, need_u, need_lb = ctx.needs_input_grad[:5]  # type: ignore[attr-defined]
         ho, wo = impl.operand(h), impl.operand(w)
         low = (impl.operand(u), impl.operand(lb)) if u is not None and lb is not None else None
-        grad_h = torch.empty_like(h) if need_h else None
-        grad_u = torch.empty_like(u) if need_u and u is not None else None
-        grad_w = _accumulator(w) if need_w else None
-        grad_lb = _accumulator(lb) if need_lb and lb is not None else None
-        grad_b = _accumulator(b) if need_b and b is not None else None
-        for i, j in _chunks(h.shape[0], rows):
-            low_ij = _rows(low, i, j)
-            dr = impl.logit_grad(ho[i:j], wo, b, low_ij, t[i:j], _stats_rows(stats, i, j),
-                                 g_lp[i:j], g_ent_rows[i:j] if g_ent_rows is not None else None,
-                                 inv_t)
+        # Summed over vocabulary chunks: fp32 until the end. Per-chunk rows: written once.
+        grad_h = torch.zeros_like(h, dtype=F32) if need_h else None
+        grad_u = torch.zeros_like(u, dtype=F32) if need_u and u is not None else None
+        grad_w = torch.empty_like(w) if need_w else None
+        grad_lb = torch.empty_like(lb) if need_lb and lb is not None else None
+        grad_b = torch.empty_like(b) if need_b and b is not None else None
+        for v0, v1 in _chunks(w.shape[0], cols):
+            w_c, b_c, low_c = _columns(wo, b, low, v0, v1)
+            dr = impl.logit_grad(ho, w_c, b_c, low_c, _local_targets(t, v0, v1), stats,
+                                 g_lp, g_ent_rows, inv_t)
             if grad_h is not None:
-                grad_h[i:j] = mm_f32(dr, wo)
+                mm_f32_acc(grad_h, dr, w_c)
             if grad_w is not None:
-                mm_f32_acc(grad_w, dr.t(), ho[i:j])
+                mm_into(grad_w[v0:v1], dr.t(), ho)
             if grad_b is not None:
-                grad_b += dr.sum(dim=0, dtype=F32)
-            if low_ij is not None and grad_u is not None:
-                grad_u[i:j] = mm_f32(dr, low_ij[1])
-            if low_ij is not None and grad_lb is not None:
-                mm_f32_acc(grad_lb, dr.t(), low_ij[0])
-        return (grad_h, _cast(grad_w, w), _cast(grad_b, b), grad_u, _cast(grad_lb, lb),
-                *untouched)
-
-
-def _accumulator(x: torch.Tensor) -> torch.Tensor:
-    """fp32 zeros shaped like `x`: gradients summed over chunks keep fp32 until the end."""
-    return torch.zeros(x.shape, dtype=F32, device=x.device)
+                grad_b[v0:v1] = dr.sum(dim=0, dtype=F32)
+            if low_c is not None and grad_u is not None:
+                mm_f32_acc(grad_u, dr, low_c[1])
+            if low_c is not None and grad_lb is not None:
+                mm_into(grad_lb[v0:v1], dr.t(), low_c[0])
+        return (_cast(grad_h, h), grad_w, grad_b, _cast(grad_u, u), grad_lb, *untouched)
 
 
 def _cast(grad: torch.Tensor | None, like: torch.Tensor | None) -> torch.Tensor | None:

@@ -38,6 +38,14 @@ def mm_f32(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return a.to(F32) @ b.to(F32)
 
 
+def mm_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """`out[:] = a @ b` through fp32, cast once to out's dtype; no temporary when all fp32."""
+    if a.dtype == F32 and b.dtype == F32 and out.dtype == F32 and out.is_contiguous():
+        torch.mm(a, b, out=out)
+    else:
+        out.copy_(mm_f32(a, b))
+
+
 def mm_f32_acc(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
     """`acc += a @ b` for an fp32 accumulator `acc`."""
     if a.dtype == F32 and b.dtype == F32:

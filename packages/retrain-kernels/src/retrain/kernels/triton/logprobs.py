@@ -6,8 +6,8 @@ the slice once, keeping per row a running max `mx`, `se = Σ exp(z − mx)`,
 entropy = log se − sz/se: both relative to the max, so no large terms cancel. Nothing of size [N, V] exists; the per-slice partials
 ([slices, N]) are merged in torch. Slicing V gives small N enough programs to fill the GPU.
 
-Backward: the logit gradient of a chunk of rows is recomputed tile by tile into a [rows, V]
-buffer of the operand dtype, and the two weight products run as cuBLAS GEMMs (see
+Backward: the logit gradient of a vocabulary chunk is recomputed tile by tile into an
+[N, chunk] buffer of the operand dtype, and the two weight products run as cuBLAS GEMMs (see
 `retrain.kernels.logprobs`). A fully fused backward would need atomic adds into grad_hidden
 and grad_weight: faster but run-to-run nondeterministic, and retrain offers strict determinism.
 """
@@ -144,7 +144,7 @@ def _flags(hidden: torch.Tensor, low: LowRank | None, bias: torch.Tensor | None)
     }
 
 
-def forward_stats(
+def forward_partials(
     hidden: torch.Tensor,
     weight: torch.Tensor,
     bias: torch.Tensor | None,
@@ -153,8 +153,11 @@ def forward_stats(
     inv_t: float,
     want_entropy: bool,
     tiles: Tiles | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """Per row, of the scaled logits z: max, log Σ exp(z − max), z[target] − max, entropy."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """Per vocabulary slice and row, [slices, N] each: mx, se, sz (or None), target logit.
+
+    `retrain.kernels.logprobs.merge_slices` turns them into per-row statistics.
+    """
     n, v = hidden.shape[0], weight.shape[0]
     t = tiles or default_tiles(hidden.device, hidden.dtype)
     n_blocks, v_tiles = triton.cdiv(n, t.block_m), triton.cdiv(v, t.block_n)
@@ -169,16 +172,7 @@ def forward_stats(
         WANT_ENTROPY=want_entropy, BLOCK_N=t.block_m, BLOCK_V=t.block_n, BLOCK_K=t.block_k,
         num_warps=t.num_warps, num_stages=t.num_stages, **_flags(hidden, low, bias),
     )
-    top = mx.amax(dim=0)
-    w = torch.exp(mx - top)
-    norm = (se * w).sum(dim=0)
-    log_norm = torch.log(norm)
-    entropy = None
-    if want_entropy:
-        # Each slice's sz is relative to its own max; re-base to the global one.
-        spread = (w * (sz + se * (mx - top))).sum(dim=0)
-        entropy = log_norm - spread / norm
-    return top, log_norm, zt.sum(dim=0) - top, entropy
+    return mx, se, sz if want_entropy else None, zt
 
 
 def logit_grad(
@@ -186,7 +180,7 @@ def logit_grad(
     weight: torch.Tensor,
     bias: torch.Tensor | None,
     low: LowRank | None,
-    targets: torch.Tensor,
+    targets_local: torch.Tensor,
     top: torch.Tensor,
     log_norm: torch.Tensor,
     ez: torch.Tensor | None,
@@ -195,9 +189,11 @@ def logit_grad(
     inv_t: float,
     tiles: Tiles | None = None,
 ) -> torch.Tensor:
-    """∂loss/∂(raw logits) for these rows, [rows, V] in the weight's dtype.
+    """∂loss/∂(raw logits), [N, V] in the weight's dtype, for the vocabulary `weight` covers.
 
-    `top`, `log_norm` come from `forward_stats`; `ez` is E_p[z] − top (for the entropy term).
+    `weight` may be a chunk of the head's rows starting at a multiple of the vocabulary tile;
+    `targets_local` are then relative to it (−1: elsewhere). `top`, `log_norm` are the
+    forward's merged statistics; `ez` is E_p[z] − top (for the entropy term).
 
     With z = logits/T, p = softmax(z): ∂logprob/∂z = onehot − p and
     ∂entropy/∂z = −p ⊙ (z − E_p[z]); the chain rule through 1/T gives one more factor 1/T.
@@ -208,7 +204,7 @@ def logit_grad(
     entropy_grad = g_ent is not None and ez is not None
     _logit_grad_kernel[(triton.cdiv(n, t.block_m), triton.cdiv(v, t.block_n))](
         *_pairs(hidden, weight, low),
-        bias if bias is not None else hidden, targets, top, log_norm,
+        bias if bias is not None else hidden, targets_local, top, log_norm,
         ez if entropy_grad else top, g_lp, g_ent if entropy_grad else g_lp, dr, dr.stride(0),
         n, v, inv_t,
         ENTROPY_GRAD=entropy_grad, BLOCK_N=t.block_m, BLOCK_V=t.block_n, BLOCK_K=t.block_k,
