@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 
@@ -16,8 +14,6 @@ from retrain.kernels.lora import (
     reference_lora_linear,
     unpatch_peft_lora,
 )
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 # (x/W dtype, A/B dtype): fp32; a bf16 model with fp32 adapters (peft's default autocast);
 # an all-bf16 model.
