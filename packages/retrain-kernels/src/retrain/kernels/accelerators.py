@@ -45,7 +45,7 @@ class KernelUnavailableError(RuntimeError):
 def _checked(mode: str) -> Mode:
     if mode not in MODES:
         raise ValueError(f"kernels mode must be one of {', '.join(MODES)}, got {mode!r}")
-    return mode  # type: ignore[return-value]
+    return mode
 
 
 def set_kernel_mode(mode: str) -> None:

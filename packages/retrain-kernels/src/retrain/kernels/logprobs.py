@@ -384,7 +384,7 @@ class _SelectedLogprobs(torch.autograd.Function):
     """(logprobs, entropies); see "Chunks" in the module docstring for the two schedules."""
 
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: torch.autograd.function.FunctionCtx,
         h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
         u: torch.Tensor | None, lb: torch.Tensor | None, t: torch.Tensor,
@@ -421,7 +421,7 @@ class _SelectedLogprobs(torch.autograd.Function):
         return lp, entropy
 
     @staticmethod
-    def backward(  # type: ignore[override]
+    def backward(
         ctx: torch.autograd.function.FunctionCtx, g_lp: torch.Tensor, g_ent: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
         inv_t, want_entropy, cols, impl, eager, h_dtype = ctx.config  # type: ignore[attr-defined]

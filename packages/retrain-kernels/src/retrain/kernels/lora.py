@@ -100,7 +100,7 @@ def _triton_dual(a1: torch.Tensor, b1: torch.Tensor, a2: torch.Tensor, b2: torch
 
 class _LoRALinear(torch.autograd.Function):
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: torch.autograd.function.FunctionCtx,
         x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None,
         a: torch.Tensor, b: torch.Tensor, scaling: float, dual: _Dual,
@@ -113,7 +113,7 @@ class _LoRALinear(torch.autograd.Function):
         return y
 
     @staticmethod
-    def backward(  # type: ignore[override]
+    def backward(
         ctx: torch.autograd.function.FunctionCtx, g: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
         x, w, bias, a, b, xa = ctx.saved_tensors  # type: ignore[attr-defined]
