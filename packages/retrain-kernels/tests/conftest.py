@@ -1,14 +1,15 @@
-"""Shared inputs and tolerances for the kernels tests (torch paths and the Triton interpreter).
+"""Shared inputs, checks and tolerances for the kernels tests (torch paths and the interpreter).
 
-Test modules reach the helpers through the fixtures `make_head`, `check_head` and
-`assert_near` (pytest's importlib mode does not let them import this file).
+Test modules reach the helpers through fixtures of the same names (pytest's importlib mode
+does not let them import this file).
 
 Tolerances (also in docs/kernels.md), as max |actual − reference| ≤ tol · max(1, max |reference|):
 - logprobs and entropies: 5e-5 for every input dtype, because everything after the product is
   fp32 and the product of bf16/fp16 values accumulates in fp32: only summation order differs;
 - gradients: 1e-5 for fp32 inputs; 2e-2 (bf16) and 5e-3 (fp16) for low-precision inputs,
   whose gradients are returned in the input dtype (and on the Triton path pass through one
-  rounding of the logit gradient to the input dtype before the GEMMs).
+  rounding of the logit gradient to the input dtype before the GEMMs);
+- LoRA linear outputs and gradients: 1e-5 in fp32, 1e-2 in bf16 (one rounding to bf16).
 """
 
 from __future__ import annotations
@@ -107,6 +108,82 @@ def check_against_reference(
         assert head.h.grad is not None and (head.h.grad[masked] == 0).all()
 
 
+# -- LoRA ----------------------------------------------------------------------------------------
+
+# LoRA outputs and gradients: one rounding to their dtype (relative to the largest value).
+LORA_TOL = {torch.float32: 1e-5, torch.bfloat16: 1e-2}
+
+
+def lora_operands(m: int, k: int, o: int, r: int, x_dtype: torch.dtype, a_dtype: torch.dtype,
+                  train_base: bool, seed: int = 0) -> list[torch.Tensor]:
+    """x [3, m, k], W [o, k], b [o], A [r, k], B [o, r] (leaves) and an upstream gradient."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(3, m, k, generator=gen).to(x_dtype).requires_grad_()
+    w = (torch.randn(o, k, generator=gen) / k**0.5).to(x_dtype).requires_grad_(train_base)
+    b = torch.randn(o, generator=gen).to(x_dtype).requires_grad_(train_base)
+    a = (torch.randn(r, k, generator=gen) / k**0.5).to(a_dtype).requires_grad_()
+    bb = torch.randn(o, r, generator=gen).to(a_dtype).requires_grad_()
+    g = torch.randn(3, m, o, generator=gen).to(x_dtype)
+    return [x, w, b, a, bb, g]
+
+
+def check_lora_linear(path: str, x_dtype: torch.dtype, a_dtype: torch.dtype, train_base: bool,
+                      shape: tuple[int, int, int, int] = (13, 40, 50, 5)) -> None:
+    """`lora_linear` on `path` against the unfused reference in fp32 on the same values."""
+    from retrain.kernels.lora import lora_linear, reference_lora_linear
+
+    m, k, o, r = shape
+    x, w, b, a, bb, g = lora_operands(m, k, o, r, x_dtype, a_dtype, train_base)
+    y = lora_linear(x, w, a, bb, 0.75, b, path=path)
+    assert y.dtype == x_dtype and y.shape == (3, m, o)
+    y.backward(g)
+    leaves = [x, w, b, a, bb]
+    refs = [t.detach().float().requires_grad_(t.requires_grad) for t in leaves]
+    ref = reference_lora_linear(refs[0], refs[1], refs[3], refs[4], 0.75, refs[2])
+    ref.backward(g.float())
+    assert_near(y, ref, LORA_TOL[x_dtype], "output")
+    for name, leaf, theirs in zip(["x", "W", "b", "A", "B"], leaves, refs, strict=True):
+        if not leaf.requires_grad:
+            assert leaf.grad is None, name
+            continue
+        assert leaf.grad is not None and leaf.grad.dtype == leaf.dtype, name
+        assert_near(leaf.grad, theirs.grad, LORA_TOL[leaf.dtype], f"grad {name}")  # type: ignore[arg-type]
+
+
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def tiny_peft_model(dtype: torch.dtype = torch.float32, dropout: float = 0.0,
+                    targets: list[str] | None = None, layers: int = 2) -> torch.nn.Module:
+    """A random Qwen3-architecture model (built from a config, no download) with LoRA on it."""
+    transformers = pytest.importorskip("transformers")
+    peft = pytest.importorskip("peft")
+    torch.manual_seed(0)
+    config = transformers.Qwen3Config(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=8)
+    base = transformers.Qwen3ForCausalLM(config).to(dtype)
+    lora = peft.LoraConfig(r=4, lora_alpha=8, lora_dropout=dropout,
+                           target_modules=targets or LORA_TARGETS)
+    model = peft.get_peft_model(base, lora)
+    with torch.no_grad():  # peft starts B at zero; a random B makes the LoRA branch count
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0.0, 0.2)
+    return model
+
+
+def peft_step(model: torch.nn.Module, ids: torch.Tensor,
+              ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Logits and parameter gradients of one forward + backward (dropout seeded)."""
+    model.zero_grad(set_to_none=True)
+    torch.manual_seed(1)
+    logits = model(input_ids=ids).logits
+    logits.float().logsumexp(-1).sum().backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    return logits.detach(), grads
+
+
 @pytest.fixture(name="make_head")
 def _make_head_fixture() -> Callable[..., Head]:
     return make_head
@@ -120,6 +197,26 @@ def _check_head_fixture() -> Callable[..., None]:
 @pytest.fixture(name="assert_near")
 def _assert_near_fixture() -> Callable[[torch.Tensor, torch.Tensor, float, str], None]:
     return assert_near
+
+
+@pytest.fixture(name="check_lora")
+def _check_lora_fixture() -> Callable[..., None]:
+    return check_lora_linear
+
+
+@pytest.fixture(name="lora_operands")
+def _lora_operands_fixture() -> Callable[..., list[torch.Tensor]]:
+    return lora_operands
+
+
+@pytest.fixture(name="tiny_peft_model")
+def _tiny_peft_model_fixture() -> Callable[..., torch.nn.Module]:
+    return tiny_peft_model
+
+
+@pytest.fixture(name="peft_step")
+def _peft_step_fixture() -> Callable[..., tuple[torch.Tensor, dict[str, torch.Tensor]]]:
+    return peft_step
 
 
 @pytest.fixture(autouse=True)
