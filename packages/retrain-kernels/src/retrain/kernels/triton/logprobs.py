@@ -18,14 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from retrain.kernels.triton.tile import (
-    Tiles,
-    default_tiles,
-    dot_precision,
-    dual_dot,
-    pair_args,
-    upcast_dots,
-)
+from retrain.kernels.triton.tile import Tiles, default_tiles, dot_flags, dual_dot, pair_args
 
 F32 = torch.float32
 # Finite "minus infinity" for the running max: keeps `0 · (m_old − m_new)` at 0 on the first tile.
@@ -135,13 +128,9 @@ def _pairs(hidden: torch.Tensor, weight: torch.Tensor, low: LowRank | None) -> t
 
 
 def _flags(hidden: torch.Tensor, low: LowRank | None, bias: torch.Tensor | None) -> dict[str, object]:
-    return {
-        "HAS_SECOND": low is not None,
-        "HAS_BIAS": bias is not None,
-        "UPCAST": upcast_dots(),
-        "PREC1": dot_precision(hidden.dtype),
-        "PREC2": dot_precision(low[0].dtype if low is not None else hidden.dtype),
-    }
+    second = low[0].dtype if low is not None else hidden.dtype
+    return {"HAS_SECOND": low is not None, "HAS_BIAS": bias is not None,
+            **dot_flags(hidden.dtype, second)}
 
 
 def forward_partials(

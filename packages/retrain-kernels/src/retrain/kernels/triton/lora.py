@@ -12,14 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from retrain.kernels.triton.tile import (
-    Tiles,
-    default_tiles,
-    dot_precision,
-    dual_dot,
-    pair_args,
-    upcast_dots,
-)
+from retrain.kernels.triton.tile import Tiles, default_tiles, dot_flags, dual_dot, pair_args
 
 # Row blocks that sweep the column blocks together, so B1's column panels stay in L2.
 _GROUP_M = 8
@@ -77,7 +70,6 @@ def dual_matmul(
         bias if bias is not None else c, c, m, n, c.stride(0), c.stride(1),
         HAS_BIAS=bias is not None, GROUP_M=_GROUP_M,
         BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k,
-        UPCAST=upcast_dots(), PREC1=dot_precision(a1.dtype), PREC2=dot_precision(a2.dtype),
-        num_warps=t.num_warps, num_stages=t.num_stages,
+        num_warps=t.num_warps, num_stages=t.num_stages, **dot_flags(a1.dtype, a2.dtype),
     )
     return c

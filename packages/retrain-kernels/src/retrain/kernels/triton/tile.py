@@ -95,11 +95,14 @@ def pair_args(a: torch.Tensor, b_kn: torch.Tensor) -> Pair:
     return (a, b_kn, a.shape[1], a.stride(0), a.stride(1), b_kn.stride(0), b_kn.stride(1))
 
 
-def dot_precision(dtype: torch.dtype) -> str:
-    """`input_precision` for operands of `dtype`: exact IEEE products for fp32."""
-    return "ieee" if dtype == torch.float32 else "tf32"
+def dot_flags(first: torch.dtype, second: torch.dtype) -> dict[str, object]:
+    """`dual_dot`'s numeric constexprs for pairs of these operand dtypes.
 
+    fp32 pairs get exact IEEE products; operands are widened only under the interpreter
+    (see the module docstring).
+    """
+    def precision(dtype: torch.dtype) -> str:
+        return "ieee" if dtype == torch.float32 else "tf32"
 
-def upcast_dots() -> bool:
-    """Widen dot operands to fp32 (only under the interpreter, see the module docstring)."""
-    return triton_interpreting()
+    return {"UPCAST": triton_interpreting(), "PREC1": precision(first),
+            "PREC2": precision(second)}
