@@ -38,9 +38,12 @@ from retrain.kernels.matmul import F32, emits_f32, mm_f32, mm_f32_acc, mm_into
 
 LowRank = tuple[torch.Tensor, torch.Tensor]  # (u = s·h Aᵀ [N, r], B [V, r])
 
-# Default logits per chunk. torch path: one or two fp32 buffers of this size (64 MiB each);
-# Triton path: one logit-gradient buffer in the operand dtype (256 MiB in bf16).
-TORCH_CHUNK_ELEMENTS = 1 << 24
+# Default logits per chunk (`chunk_size = 0`). torch, frozen head: one or two fp32 buffers of
+# full-vocabulary rows (128 MiB; ≥ 200 rows keeps CPU GEMMs at full speed). torch, streamed
+# vocabulary: one or two fp32 [N, cols] buffers (32 MiB; GEMMs stay large through N). Triton:
+# one logit-gradient buffer in the operand dtype (256 MiB in bf16).
+TORCH_ROW_CHUNK_ELEMENTS = 1 << 25
+TORCH_VOCAB_CHUNK_ELEMENTS = 1 << 23
 TRITON_CHUNK_ELEMENTS = 1 << 27
 
 
@@ -214,18 +217,20 @@ class _Impl(Protocol):
     `t_local` holds each row's target id relative to the chunk, −1 where it lies outside.
     """
 
+    def default_elements(self, eager: bool) -> int: ...
+
     def vocab_cols(self, budget: int, h: torch.Tensor) -> int: ...
 
     def operand(self, x: torch.Tensor) -> torch.Tensor: ...
 
     def stats(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
               low: LowRank | None, t: torch.Tensor, inv_t: float, want_entropy: bool,
-              cols: int) -> RowStats: ...
+              cols: int, scratch: _Scratch) -> RowStats: ...
 
     def logit_grad(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
                    low: LowRank | None, t_local: torch.Tensor, stats: RowStats,
                    g_lp: torch.Tensor, g_ent: torch.Tensor | None, inv_t: float,
-                   ) -> torch.Tensor: ...
+                   scratch: _Scratch) -> torch.Tensor: ...
 
 
 def _chunks(n: int, step: int) -> list[tuple[int, int]]:
@@ -243,8 +248,29 @@ def _local_targets(t: torch.Tensor, v0: int, v1: int) -> torch.Tensor:
     return torch.where((t >= v0) & (t < v1), t - v0, -1)
 
 
+class _Scratch:
+    """Reusable fp32 chunk buffers. On the CPU every fresh allocation of this size is mmap'd
+    and page-faulted anew, which costs about as much as a pass over it; CUDA's caching
+    allocator reuses memory by itself, so there buffers are simply allocated."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.reuse = device.type == "cpu"
+        self.flat: dict[int, torch.Tensor] = {}
+
+    def take(self, slot: int, rows: int, cols: int, device: torch.device) -> torch.Tensor:
+        if not self.reuse:
+            return torch.empty((rows, cols), dtype=F32, device=device)
+        flat = self.flat.get(slot)
+        if flat is None or flat.numel() < rows * cols:
+            flat = self.flat[slot] = torch.empty(rows * cols, dtype=F32, device=device)
+        return flat[: rows * cols].view(rows, cols)
+
+
 class _TorchImpl:
     """GEMMs from torch (cuBLAS/MKL) with fp32 results and in-place fp32 epilogues."""
+
+    def default_elements(self, eager: bool) -> int:
+        return TORCH_ROW_CHUNK_ELEMENTS if eager else TORCH_VOCAB_CHUNK_ELEMENTS
 
     def vocab_cols(self, budget: int, h: torch.Tensor) -> int:
         return max(1, budget // h.shape[0])
@@ -254,8 +280,9 @@ class _TorchImpl:
         return x if emits_f32(x) else x.to(F32)
 
     def logits(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
-               low: LowRank | None, inv_t: float) -> torch.Tensor:
-        z = mm_f32(h, w.t())
+               low: LowRank | None, inv_t: float, scratch: _Scratch) -> torch.Tensor:
+        z = scratch.take(0, h.shape[0], w.shape[0], h.device)
+        mm_into(z, h, w.t())
         if low is not None:
             mm_f32_acc(z, low[0], low[1].t())
         if b is not None:
@@ -266,17 +293,17 @@ class _TorchImpl:
 
     def stats(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
               low: LowRank | None, t: torch.Tensor, inv_t: float, want_entropy: bool,
-              cols: int) -> RowStats:
+              cols: int, scratch: _Scratch) -> RowStats:
         parts = []
         for v0, v1 in _chunks(w.shape[0], cols):
-            z = self.logits(h, *_columns(w, b, low, v0, v1), inv_t)
+            z = self.logits(h, *_columns(w, b, low, v0, v1), inv_t, scratch)
             local = _local_targets(t, v0, v1)
             zt = z.gather(1, local.clamp(min=0)[:, None]).squeeze(1).masked_fill_(local < 0, 0)
             mx = z.amax(dim=1)
             z -= mx[:, None]
             sz = None
             if want_entropy:
-                e = torch.exp(z)
+                e = torch.exp(z, out=scratch.take(1, *z.shape, z.device))
                 se, sz = e.sum(dim=1), torch.linalg.vecdot(e, z)
             else:
                 se = z.exp_().sum(dim=1)
@@ -288,25 +315,23 @@ class _TorchImpl:
     def logit_grad(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
                    low: LowRank | None, t_local: torch.Tensor, stats: RowStats,
                    g_lp: torch.Tensor, g_ent: torch.Tensor | None, inv_t: float,
-                   ) -> torch.Tensor:
-        z = self.logits(h, w, b, low, inv_t)  # the forward's chunk, bit for bit
+                   scratch: _Scratch) -> torch.Tensor:
+        z = self.logits(h, w, b, low, inv_t, scratch)  # the forward's chunk, bit for bit
         z -= stats.top[:, None]
         if g_ent is not None and stats.entropy is not None:  # needs p and z: a second buffer
-            p = torch.exp(z - stats.log_norm[:, None])
+            p = torch.sub(z, stats.log_norm[:, None], out=scratch.take(1, *z.shape, z.device))
+            p.exp_()
             z -= (stats.log_norm - stats.entropy)[:, None]  # z − E_p[z]
             z *= g_ent[:, None]
             z += g_lp[:, None]
             z *= p
-            del p
+            z *= -inv_t
         else:  # p in place: one buffer
             z -= stats.log_norm[:, None]
             z.exp_()
-            z *= g_lp[:, None]
-        z.neg_()
+            z *= (-inv_t * g_lp)[:, None]
         inside = t_local >= 0
-        z.scatter_add_(1, t_local.clamp(min=0)[:, None], (g_lp * inside)[:, None])
-        if inv_t != 1.0:
-            z *= inv_t
+        z.scatter_add_(1, t_local.clamp(min=0)[:, None], (inv_t * g_lp * inside)[:, None])
         return z.to(w.dtype)
 
     def eager_grads(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
@@ -319,31 +344,31 @@ class _TorchImpl:
         a row scaling and the logits are never recomputed.
         """
         n = h.shape[0]
+        scratch = _Scratch(h.device)
         parts: list[RowStats] = []
         d_lp = torch.empty((n, w.shape[1]), device=h.device, dtype=F32)
         d_ent = torch.empty_like(d_lp) if want_entropy else None
         for i, j in _chunks(n, rows):
-            z = self.logits(h[i:j], w, b, None, inv_t)
+            z = self.logits(h[i:j], w, b, None, inv_t, scratch)
             top = z.amax(dim=1, keepdim=True)
             z -= top
             target = z.gather(1, t[i:j, None]).squeeze(1)
-            p = torch.exp(z)
-            norm = p.sum(dim=1, keepdim=True)
-            p /= norm
             entropy = None
-            if d_ent is not None:
-                ez = torch.linalg.vecdot(p, z)[:, None]  # E_p[z] − top
+            if d_ent is None:
+                e = z.exp_()
+                norm = e.sum(dim=1, keepdim=True)
+            else:
+                e = torch.exp(z, out=scratch.take(1, *z.shape, z.device))
+                norm = e.sum(dim=1, keepdim=True)
+                ez = torch.linalg.vecdot(e, z)[:, None] / norm  # E_p[z] − top
                 entropy = (torch.log(norm) - ez).squeeze(1)
                 z -= ez
-                z *= p
-                z *= -inv_t
+                z *= e
+                z *= -inv_t / norm  # −p ⊙ (z − E_p z) / T
                 d_ent[i:j] = mm_f32(z.to(w.dtype), w)
-            del z
-            p.neg_()
-            p.scatter_add_(1, t[i:j, None], torch.ones_like(p[:, :1]))
-            if inv_t != 1.0:
-                p *= inv_t
-            d_lp[i:j] = mm_f32(p.to(w.dtype), w)
+            e *= -inv_t / norm  # (onehot − p) / T, the onehot added next
+            e.scatter_add_(1, t[i:j, None], torch.full_like(e[:, :1], inv_t))
+            d_lp[i:j] = mm_f32(e.to(w.dtype), w)
             parts.append(RowStats(top.squeeze(1), torch.log(norm).squeeze(1), target, entropy))
         fields = zip(*parts, strict=True)
         stats = RowStats(*(torch.cat(x) if x[0] is not None else None for x in fields))
@@ -351,6 +376,9 @@ class _TorchImpl:
 
 
 class _TritonImpl:
+    def default_elements(self, eager: bool) -> int:
+        return TRITON_CHUNK_ELEMENTS
+
     def vocab_cols(self, budget: int, h: torch.Tensor) -> int:
         # Whole vocabulary tiles: chunk tiles then coincide with the forward's (same rows,
         # same columns, same K order), so the recomputed logits are bitwise the forward's.
@@ -364,7 +392,7 @@ class _TritonImpl:
 
     def stats(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
               low: LowRank | None, t: torch.Tensor, inv_t: float, want_entropy: bool,
-              cols: int) -> RowStats:
+              cols: int, scratch: _Scratch) -> RowStats:
         from retrain.kernels.triton.logprobs import forward_partials  # one pass over V
 
         return merge_slices(*forward_partials(h, w, b, low, t, inv_t, want_entropy))
@@ -372,7 +400,7 @@ class _TritonImpl:
     def logit_grad(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
                    low: LowRank | None, t_local: torch.Tensor, stats: RowStats,
                    g_lp: torch.Tensor, g_ent: torch.Tensor | None, inv_t: float,
-                   ) -> torch.Tensor:
+                   scratch: _Scratch) -> torch.Tensor:
         from retrain.kernels.triton.logprobs import logit_grad
 
         ez = stats.log_norm - stats.entropy if stats.entropy is not None else None
@@ -394,8 +422,7 @@ class _SelectedLogprobs(torch.autograd.Function):
         valid = t != ignore_index
         safe = torch.where(valid, t, torch.zeros_like(t))
         vocab = w.shape[0]
-        default = TORCH_CHUNK_ELEMENTS if isinstance(impl, _TorchImpl) else TRITON_CHUNK_ELEMENTS
-        budget = chunk_size * vocab if chunk_size > 0 else default
+        budget = chunk_size * vocab if chunk_size > 0 else impl.default_elements(eager)
         cols = impl.vocab_cols(budget, h)
         ho, wo = impl.operand(h), impl.operand(w)
         d_lp = d_ent = None
@@ -405,7 +432,7 @@ class _SelectedLogprobs(torch.autograd.Function):
             stats, d_lp, d_ent = impl.eager_grads(ho, wo, b, safe, inv_t, want_entropy, rows)
         else:
             low = (impl.operand(u), impl.operand(lb)) if u is not None and lb is not None else None
-            stats = impl.stats(ho, wo, b, low, safe, inv_t, want_entropy, cols)
+            stats = impl.stats(ho, wo, b, low, safe, inv_t, want_entropy, cols, _Scratch(h.device))
         del ho, wo
         zero = torch.zeros((), dtype=F32, device=valid.device)
         lp = torch.where(valid, stats.target - stats.log_norm, zero)
@@ -446,10 +473,11 @@ class _SelectedLogprobs(torch.autograd.Function):
         grad_w = torch.empty_like(w) if need_w else None
         grad_lb = torch.empty_like(lb) if need_lb and lb is not None else None
         grad_b = torch.empty_like(b) if need_b and b is not None else None
+        scratch = _Scratch(h.device)
         for v0, v1 in _chunks(w.shape[0], cols):
             w_c, b_c, low_c = _columns(wo, b, low, v0, v1)
             dr = impl.logit_grad(ho, w_c, b_c, low_c, _local_targets(t, v0, v1), stats,
-                                 g_lp, g_ent_rows, inv_t)
+                                 g_lp, g_ent_rows, inv_t, scratch)
             if grad_h is not None:
                 mm_f32_acc(grad_h, dr, w_c)
             if grad_w is not None:

@@ -70,6 +70,8 @@ def reference_lora_linear(
 
 def _triton_unsupported(x: torch.Tensor, w: torch.Tensor, a: torch.Tensor,
                         b: torch.Tensor) -> str | None:
+    if x.shape[0] == 0:
+        return "no rows"
     if x.dtype not in _FLOATS or x.dtype != w.dtype:
         return f"x {x.dtype} / W {w.dtype} (need one of fp32, bf16, fp16, equal)"
     if a.dtype not in _FLOATS or a.dtype != b.dtype:
