@@ -147,7 +147,8 @@ def check_lora_linear(path: str, x_dtype: torch.dtype, a_dtype: torch.dtype, tra
             assert leaf.grad is None, name
             continue
         assert leaf.grad is not None and leaf.grad.dtype == leaf.dtype, name
-        assert_near(leaf.grad, theirs.grad, LORA_TOL[leaf.dtype], f"grad {name}")  # type: ignore[arg-type]
+        assert theirs.grad is not None
+        assert_near(leaf.grad, theirs.grad, LORA_TOL[leaf.dtype], f"grad {name}")
 
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]

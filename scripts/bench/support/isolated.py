@@ -88,10 +88,9 @@ def ratios(results: dict[tuple[str, ...], dict[str, object]], baseline: str,
         base = results.get((baseline, *rest))
         if variant == baseline or not base or r.get("status") != "ok" or base.get("status") != "ok":
             continue
-        out["/".join([variant, *rest])] = {
-            "time_ratio": float(r["time_s_median"]) / float(base["time_s_median"]),  # type: ignore[arg-type]
-            "memory_ratio": float(r["extra_peak_bytes"]) / float(base["extra_peak_bytes"]),  # type: ignore[arg-type]
-        }
+        time, memory = (float(r[k]) / float(base[k])  # type: ignore[arg-type]
+                        for k in ("time_s_median", "extra_peak_bytes"))
+        out["/".join([variant, *rest])] = {"time_ratio": time, "memory_ratio": memory}
     return out
 
 

@@ -432,7 +432,8 @@ class _SelectedLogprobs(torch.autograd.Function):
             stats, d_lp, d_ent = impl.eager_grads(ho, wo, b, safe, inv_t, want_entropy, rows)
         else:
             low = (impl.operand(u), impl.operand(lb)) if u is not None and lb is not None else None
-            stats = impl.stats(ho, wo, b, low, safe, inv_t, want_entropy, cols, _Scratch(h.device))
+            scratch = _Scratch(h.device)
+            stats = impl.stats(ho, wo, b, low, safe, inv_t, want_entropy, cols, scratch)
         del ho, wo
         zero = torch.zeros((), dtype=F32, device=valid.device)
         lp = torch.where(valid, stats.target - stats.log_norm, zero)
@@ -464,7 +465,8 @@ class _SelectedLogprobs(torch.autograd.Function):
             return (grad_h.to(h_dtype), None, None, None, None, *untouched)
         h, w, b, u, lb, t, *stat_fields = saved
         stats = RowStats(*stat_fields)
-        need_h, need_w, need_b, need_u, need_lb = ctx.needs_input_grad[:5]  # type: ignore[attr-defined]
+        needs = ctx.needs_input_grad  # type: ignore[attr-defined]
+        need_h, need_w, need_b, need_u, need_lb = needs[:5]
         ho, wo = impl.operand(h), impl.operand(w)
         low = (impl.operand(u), impl.operand(lb)) if u is not None and lb is not None else None
         # Summed over vocabulary chunks: fp32 until the end. Per-chunk rows: written once.

@@ -119,17 +119,21 @@ class _LoRALinear(torch.autograd.Function):
         ctx: torch.autograd.function.FunctionCtx, g: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
         x, w, bias, a, b, xa = ctx.saved_tensors  # type: ignore[attr-defined]
-        need_x, need_w, need_bias, need_a, need_b = ctx.needs_input_grad[:5]  # type: ignore[attr-defined]
+        needs = ctx.needs_input_grad  # type: ignore[attr-defined]
+        need_x, need_w, need_bias, need_a, need_b = needs[:5]
         scaling: float = ctx.scaling  # type: ignore[attr-defined]
         g = g.contiguous()
         gb = None
         if need_x or need_a:
             gb = mm_f32(g, b).mul_(scaling).to(a.dtype)  # s·g B, [M, r]
-        grad_x = ctx.dual(g, w, gb, a, None, x.dtype) if need_x else None  # type: ignore[attr-defined]
+        dual: _Dual = ctx.dual  # type: ignore[attr-defined]
+        grad_x = dual(g, w, gb, a, None, x.dtype) if need_x else None
         grad_a = mm_f32(gb.t(), x).to(a.dtype) if need_a and gb is not None else None
         grad_b = mm_f32(g.t(), xa).to(b.dtype) if need_b else None
         grad_w = mm_f32(g.t(), x).to(w.dtype) if need_w else None
-        grad_bias = g.sum(dim=0, dtype=F32).to(bias.dtype) if need_bias and bias is not None else None
+        grad_bias = None
+        if need_bias and bias is not None:
+            grad_bias = g.sum(dim=0, dtype=F32).to(bias.dtype)
         return grad_x, grad_w, grad_bias, grad_a, grad_b, None, None
 
 

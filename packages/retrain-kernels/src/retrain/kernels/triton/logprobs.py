@@ -3,8 +3,10 @@
 Forward: program (i, s) owns a block of rows and the s-th slice of vocabulary tiles; it streams
 the slice once, keeping per row a running max `mx`, `se = Σ exp(z − mx)`,
 `sz = Σ exp(z − mx)(z − mx)` and the target's logit. Then LSE = mx + log se and
-entropy = log se − sz/se: both relative to the max, so no large terms cancel. Nothing of size [N, V] exists; the per-slice partials
-([slices, N]) are merged in torch. Slicing V gives small N enough programs to fill the GPU.
+entropy = log se − sz/se: both relative to the max, so no large terms cancel. Nothing of size
+[N, V] exists; the per-slice partials ([slices, N]) are merged in torch
+(`retrain.kernels.logprobs.merge_slices`). Slicing V gives small N enough programs to fill
+the GPU.
 
 Backward: the logit gradient of a vocabulary chunk is recomputed tile by tile into an
 [N, chunk] buffer of the operand dtype, and the two weight products run as cuBLAS GEMMs (see
@@ -127,7 +129,8 @@ def _pairs(hidden: torch.Tensor, weight: torch.Tensor, low: LowRank | None) -> t
     return (*first, *second)
 
 
-def _flags(hidden: torch.Tensor, low: LowRank | None, bias: torch.Tensor | None) -> dict[str, object]:
+def _flags(hidden: torch.Tensor, low: LowRank | None,
+           bias: torch.Tensor | None) -> dict[str, object]:
     second = low[0].dtype if low is not None else hidden.dtype
     return {"HAS_SECOND": low is not None, "HAS_BIAS": bias is not None,
             **dot_flags(hidden.dtype, second)}
