@@ -384,7 +384,7 @@ class _TritonImpl:
         # same columns, same K order), so the recomputed logits are bitwise the forward's.
         from retrain.kernels.triton.tile import default_tiles
 
-        block = default_tiles(h.device, h.dtype).block_n
+        block = default_tiles(h.device, h.dtype, "logits").block_n
         return max(1, budget // h.shape[0] // block) * block
 
     def operand(self, x: torch.Tensor) -> torch.Tensor:

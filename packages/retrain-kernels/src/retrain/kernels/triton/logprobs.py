@@ -20,11 +20,12 @@ import torch
 import triton
 import triton.language as tl
 
-from retrain.kernels.triton.tile import Tiles, default_tiles, dot_flags, dual_dot, pair_args
+from retrain.kernels.triton.tile import Tiles, default_tiles, dot_constexprs, dual_dot, pair_args
 
 F32 = torch.float32
-# Finite "minus infinity" for the running max: keeps `0 · (m_old − m_new)` at 0 on the first tile.
-_NEG_BIG = -1.0e30
+# Finite "minus infinity" for the running max: keeps `0 · (m_old − m_new)` at 0 on the first
+# tile. A constexpr: compiled kernels may read no other kind of global.
+_NEG_BIG = tl.constexpr(-1.0e30)
 
 
 
@@ -46,27 +47,28 @@ def _stats_kernel(
     bias_ptr, tgt_ptr, mx_ptr, se_ptr, sz_ptr, zt_ptr,
     N, V, tiles_per_slice, inv_t,
     HAS_SECOND: tl.constexpr, HAS_BIAS: tl.constexpr, WANT_ENTROPY: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_K: tl.constexpr,
-    UPCAST: tl.constexpr, PREC1: tl.constexpr, PREC2: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_K2: tl.constexpr, UPCAST: tl.constexpr, PREC1: tl.constexpr, PREC2: tl.constexpr,
 ):
-    rows = tl.program_id(0).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_mask = rows < N
     tgt = tl.load(tgt_ptr + rows, mask=row_mask, other=-1)
-    v_tiles = tl.cdiv(V, BLOCK_V)
+    v_tiles = tl.cdiv(V, BLOCK_N)
     first = tl.program_id(1) * tiles_per_slice
     count = tl.minimum(tiles_per_slice, v_tiles - first)
 
-    mx = tl.full((BLOCK_N,), _NEG_BIG, dtype=tl.float32)
-    se = tl.zeros((BLOCK_N,), dtype=tl.float32)
-    sz = tl.zeros((BLOCK_N,), dtype=tl.float32)
-    zt = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    mx = tl.full((BLOCK_M,), _NEG_BIG, dtype=tl.float32)
+    se = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    sz = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    zt = tl.zeros((BLOCK_M,), dtype=tl.float32)
     for i in range(0, count):
-        cols = (first + i).to(tl.int64) * BLOCK_V + tl.arange(0, BLOCK_V)
+        cols = (first + i).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
         col_mask = cols < V
         z = dual_dot(a1_ptr, b1_ptr, K1, s_a1m, s_a1k, s_b1k, s_b1n,
                      a2_ptr, b2_ptr, K2, s_a2m, s_a2k, s_b2k, s_b2n,
                      bias_ptr, rows, cols, row_mask, col_mask,
-                     HAS_SECOND, HAS_BIAS, BLOCK_N, BLOCK_V, BLOCK_K, UPCAST, PREC1, PREC2)
+                     HAS_SECOND, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_K2, UPCAST,
+                     PREC1, PREC2)
         z = z * inv_t
         zt += tl.sum(tl.where(cols[None, :] == tgt[:, None], z, 0.0), axis=1)
         z = tl.where(col_mask[None, :], z, float("-inf"))
@@ -94,17 +96,18 @@ def _logit_grad_kernel(
     bias_ptr, tgt_ptr, top_ptr, lognorm_ptr, ez_ptr, glp_ptr, gent_ptr, dr_ptr, s_drn,
     N, V, inv_t,
     HAS_SECOND: tl.constexpr, HAS_BIAS: tl.constexpr, ENTROPY_GRAD: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_K: tl.constexpr,
-    UPCAST: tl.constexpr, PREC1: tl.constexpr, PREC2: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_K2: tl.constexpr, UPCAST: tl.constexpr, PREC1: tl.constexpr, PREC2: tl.constexpr,
 ):
-    rows = tl.program_id(0).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
-    cols = tl.program_id(1).to(tl.int64) * BLOCK_V + tl.arange(0, BLOCK_V)
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(1).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = rows < N
     col_mask = cols < V
     z = dual_dot(a1_ptr, b1_ptr, K1, s_a1m, s_a1k, s_b1k, s_b1n,
                  a2_ptr, b2_ptr, K2, s_a2m, s_a2k, s_b2k, s_b2n,
                  bias_ptr, rows, cols, row_mask, col_mask,
-                 HAS_SECOND, HAS_BIAS, BLOCK_N, BLOCK_V, BLOCK_K, UPCAST, PREC1, PREC2)
+                 HAS_SECOND, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_K2, UPCAST,
+                 PREC1, PREC2)
     z = z * inv_t
     tgt = tl.load(tgt_ptr + rows, mask=row_mask, other=-1)
     top = tl.load(top_ptr + rows, mask=row_mask, other=0.0)
@@ -129,11 +132,11 @@ def _pairs(hidden: torch.Tensor, weight: torch.Tensor, low: LowRank | None) -> t
     return (*first, *second)
 
 
-def _flags(hidden: torch.Tensor, low: LowRank | None,
+def _flags(tiles: Tiles, hidden: torch.Tensor, low: LowRank | None,
            bias: torch.Tensor | None) -> dict[str, object]:
-    second = low[0].dtype if low is not None else hidden.dtype
+    second, rank = (low[0].dtype, low[0].shape[1]) if low is not None else (hidden.dtype, 0)
     return {"HAS_SECOND": low is not None, "HAS_BIAS": bias is not None,
-            **dot_flags(hidden.dtype, second)}
+            **dot_constexprs(tiles, hidden.dtype, second, rank)}
 
 
 def forward_partials(
@@ -151,7 +154,7 @@ def forward_partials(
     `retrain.kernels.logprobs.merge_slices` turns them into per-row statistics.
     """
     n, v = hidden.shape[0], weight.shape[0]
-    t = tiles or default_tiles(hidden.device, hidden.dtype)
+    t = tiles or default_tiles(hidden.device, hidden.dtype, "logits")
     n_blocks, v_tiles = triton.cdiv(n, t.block_m), triton.cdiv(v, t.block_n)
     slices = min(v_tiles, max(1, triton.cdiv(_target_programs(hidden.device), n_blocks)))
     per_slice = triton.cdiv(v_tiles, slices)
@@ -161,8 +164,7 @@ def forward_partials(
         *_pairs(hidden, weight, low),
         bias if bias is not None else hidden, targets, mx, se, sz, zt,
         n, v, per_slice, inv_t,
-        WANT_ENTROPY=want_entropy, BLOCK_N=t.block_m, BLOCK_V=t.block_n, BLOCK_K=t.block_k,
-        num_warps=t.num_warps, num_stages=t.num_stages, **_flags(hidden, low, bias),
+        WANT_ENTROPY=want_entropy, **_flags(t, hidden, low, bias),
     )
     return mx, se, sz if want_entropy else None, zt
 
@@ -191,7 +193,7 @@ def logit_grad(
     ∂entropy/∂z = −p ⊙ (z − E_p[z]); the chain rule through 1/T gives one more factor 1/T.
     """
     n, v = hidden.shape[0], weight.shape[0]
-    t = tiles or default_tiles(hidden.device, hidden.dtype)
+    t = tiles or default_tiles(hidden.device, hidden.dtype, "logits")
     dr = torch.empty((n, v), device=hidden.device, dtype=weight.dtype)
     entropy_grad = g_ent is not None and ez is not None
     _logit_grad_kernel[(triton.cdiv(n, t.block_m), triton.cdiv(v, t.block_n))](
@@ -199,7 +201,6 @@ def logit_grad(
         bias if bias is not None else hidden, targets_local, top, log_norm,
         ez if entropy_grad else top, g_lp, g_ent if entropy_grad else g_lp, dr, dr.stride(0),
         n, v, inv_t,
-        ENTROPY_GRAD=entropy_grad, BLOCK_N=t.block_m, BLOCK_V=t.block_n, BLOCK_K=t.block_k,
-        num_warps=t.num_warps, num_stages=t.num_stages, **_flags(hidden, low, bias),
+        ENTROPY_GRAD=entropy_grad, **_flags(t, hidden, low, bias),
     )
     return dr

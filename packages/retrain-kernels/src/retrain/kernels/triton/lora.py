@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from retrain.kernels.triton.tile import Tiles, default_tiles, dot_flags, dual_dot, pair_args
+from retrain.kernels.triton.tile import Tiles, default_tiles, dot_constexprs, dual_dot, pair_args
 
 # Row blocks that sweep the column blocks together, so B1's column panels stay in L2.
 _GROUP_M = 8
@@ -25,7 +25,7 @@ def _dual_matmul_kernel(
     bias_ptr, c_ptr, M, N, s_cm, s_cn,
     HAS_BIAS: tl.constexpr, GROUP_M: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    UPCAST: tl.constexpr, PREC1: tl.constexpr, PREC2: tl.constexpr,
+    BLOCK_K2: tl.constexpr, UPCAST: tl.constexpr, PREC1: tl.constexpr, PREC2: tl.constexpr,
 ):
     pid = tl.program_id(0)
     grid_m = tl.cdiv(M, BLOCK_M)
@@ -43,7 +43,7 @@ def _dual_matmul_kernel(
     acc = dual_dot(a1_ptr, b1_ptr, K1, s_a1m, s_a1k, s_b1k, s_b1n,
                    a2_ptr, b2_ptr, K2, s_a2m, s_a2k, s_b2k, s_b2n,
                    bias_ptr, rows, cols, row_mask, col_mask,
-                   True, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, UPCAST, PREC1, PREC2)
+                   True, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_K2, UPCAST, PREC1, PREC2)
     ptrs = c_ptr + rows[:, None] * s_cm + cols[None, :] * s_cn
     tl.store(ptrs, acc.to(c_ptr.dtype.element_ty), mask=row_mask[:, None] & col_mask[None, :])
 
@@ -62,14 +62,13 @@ def dual_matmul(
     `b1`, `b2` are [K, N] views (a transposed weight is fine); each pair shares one dtype.
     """
     m, n = a1.shape[0], b1.shape[1]
-    t = tiles or default_tiles(a1.device, a1.dtype)
+    t = tiles or default_tiles(a1.device, a1.dtype, "gemm")
     c = torch.empty((m, n), device=a1.device, dtype=out_dtype)
     grid = (triton.cdiv(m, t.block_m) * triton.cdiv(n, t.block_n),)
     _dual_matmul_kernel[grid](
         *pair_args(a1, b1), *pair_args(a2, b2),
         bias if bias is not None else c, c, m, n, c.stride(0), c.stride(1),
         HAS_BIAS=bias is not None, GROUP_M=_GROUP_M,
-        BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k,
-        num_warps=t.num_warps, num_stages=t.num_stages, **dot_flags(a1.dtype, a2.dtype),
+        **dot_constexprs(t, a1.dtype, a2.dtype, a2.shape[1]),
     )
     return c

@@ -5,7 +5,8 @@ LoRA'd LM head likewise. Operands are addressed through explicit strides, so a t
 weight (`Wᵀ`) is a stride swap, never a copy.
 
 Numerics: products accumulate in fp32 (`tl.dot` with an fp32 accumulator). fp32 operands use
-IEEE products (`PREC="ieee"`), not TF32, so the fp32 path matches torch's fp32 GEMM. Triton's
+3xTF32 products on the GPU (about fp32 accuracy, unlike plain TF32) and IEEE products under
+the interpreter; bf16/fp16 products are exact in fp32. Triton's
 CPU interpreter mis-evaluates `tl.dot` on bf16 operands, so under the interpreter the host sets
 UPCAST and operands are widened to fp32 first; bf16×bf16 products are exact in fp32, so this
 changes nothing but speed.
@@ -50,18 +51,20 @@ def dual_dot(
     bias_ptr, rows, cols, row_mask, col_mask,
     HAS_SECOND: tl.constexpr, HAS_BIAS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    UPCAST: tl.constexpr, PREC1: tl.constexpr, PREC2: tl.constexpr,
+    BLOCK_K2: tl.constexpr, UPCAST: tl.constexpr, PREC1: tl.constexpr, PREC2: tl.constexpr,
 ):
     """fp32 [BLOCK_M, BLOCK_N] tile at (`rows`, `cols`); `rows`/`cols` are int64 offsets.
 
     Out-of-range rows and columns read zeros; the caller masks what it stores or reduces.
+    The rank-r pair takes its own, smaller K block (`BLOCK_K2`): a full BLOCK_K of a rank-16
+    adapter would be mostly zeros and, in fp32, spill registers.
     """
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc = _accumulate(acc, a1_ptr, b1_ptr, K1, s_a1m, s_a1k, s_b1k, s_b1n,
                       rows, cols, row_mask, col_mask, BLOCK_K, UPCAST, PREC1)
     if HAS_SECOND:
         acc = _accumulate(acc, a2_ptr, b2_ptr, K2, s_a2m, s_a2k, s_b2k, s_b2n,
-                          rows, cols, row_mask, col_mask, BLOCK_K, UPCAST, PREC2)
+                          rows, cols, row_mask, col_mask, BLOCK_K2, UPCAST, PREC2)
     if HAS_BIAS:
         acc += tl.load(bias_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
     return acc
@@ -78,13 +81,26 @@ class Tiles:
     num_stages: int = 2
 
 
-def default_tiles(device: torch.device, dtype: torch.dtype) -> Tiles:
-    """Tiles for an H100/H200-class GPU; the smallest `tl.dot` accepts for the interpreter."""
+# Hopper (H100/H200) tiles, chosen so that ptxas (sm_90a) reports no or small register
+# spills for the heaviest variant of each kernel (LoRA pair + bias + entropy); see
+# tests/test_kernels_triton_compile.py. Untuned on hardware: no GPU was at hand.
+_GPU_TILES = {
+    ("logits", False): Tiles(64, 256, 64, num_warps=8, num_stages=3),
+    ("logits", True): Tiles(64, 64, 32, num_warps=8, num_stages=2),
+    ("gemm", False): Tiles(128, 128, 64, num_warps=8, num_stages=3),
+    ("gemm", True): Tiles(64, 64, 32, num_warps=4, num_stages=2),
+}
+
+
+def default_tiles(device: torch.device, dtype: torch.dtype, kind: str) -> Tiles:
+    """Tiles for `kind` ("logits": the logprob kernels, "gemm": the LoRA product).
+
+    The interpreter gets the smallest tiles `tl.dot` accepts. Both logprob kernels must use
+    the same tiles: the backward relies on recomputing the forward's logits bit for bit.
+    """
     if device.type != "cuda":
         return Tiles(16, 32, 16)
-    if dtype == torch.float32:
-        return Tiles(64, 64, 32, num_warps=4, num_stages=2)
-    return Tiles(128, 128, 64, num_warps=8, num_stages=3)
+    return _GPU_TILES[(kind, dtype == torch.float32)]
 
 
 Pair = tuple[torch.Tensor, torch.Tensor, int, int, int, int, int]
@@ -95,14 +111,23 @@ def pair_args(a: torch.Tensor, b_kn: torch.Tensor) -> Pair:
     return (a, b_kn, a.shape[1], a.stride(0), a.stride(1), b_kn.stride(0), b_kn.stride(1))
 
 
-def dot_flags(first: torch.dtype, second: torch.dtype) -> dict[str, object]:
-    """`dual_dot`'s numeric constexprs for pairs of these operand dtypes.
+def dot_constexprs(tiles: Tiles, first: torch.dtype, second: torch.dtype,
+                   rank: int) -> dict[str, object]:
+    """`dual_dot`'s constexprs for a pair of `first` operands and a rank-`rank` pair of `second`.
 
-    fp32 pairs get exact IEEE products; operands are widened only under the interpreter
-    (see the module docstring).
+    fp32 operands: "tf32x3" on the GPU (three TF32 tensor-core products, about fp32
+    accuracy: each product errs by ~2⁻²²), IEEE under the interpreter; other dtypes multiply
+    exactly into fp32 anyway.
     """
-    def precision(dtype: torch.dtype) -> str:
-        return "ieee" if dtype == torch.float32 else "tf32"
+    interpreting = triton_interpreting()
 
-    return {"UPCAST": triton_interpreting(), "PREC1": precision(first),
-            "PREC2": precision(second)}
+    def precision(dtype: torch.dtype) -> str:
+        if dtype != torch.float32:
+            return "tf32"  # ignored for bf16/fp16 operands
+        return "ieee" if interpreting else "tf32x3"
+
+    block_k2 = min(tiles.block_k, max(16, triton.next_power_of_2(max(rank, 1))))
+    return {"BLOCK_M": tiles.block_m, "BLOCK_N": tiles.block_n, "BLOCK_K": tiles.block_k,
+            "BLOCK_K2": block_k2, "UPCAST": interpreting, "PREC1": precision(first),
+            "PREC2": precision(second), "num_warps": tiles.num_warps,
+            "num_stages": tiles.num_stages}
