@@ -102,6 +102,7 @@ LOCAL_OPTIONS: dict[str, OptionSpec] = {
     "trust_remote_code": _b(False),
     "train_full_model": _b(False, "Train every weight instead of a LoRA adapter (small models; "
                                   "checkpoints then hold full weights)."),
+    "kernels": _s("auto", ("auto", "triton", "torch"), description="Selected-token logprob and LoRA kernels: auto (Triton on CUDA when supported), triton, or torch."),
 }
 
 UNSLOTH_OPTIONS: dict[str, OptionSpec] = {
