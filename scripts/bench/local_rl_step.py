@@ -40,7 +40,9 @@ def worker(prompts: int, group: int, new_tokens: int, steps: int) -> dict[str, o
     tok = backend.tokenizer
     ban_eos = torch.zeros(backend.model.get_base_model().lm_head.out_features)
     ban_eos[tok.eos_token_ids] = -1e9
-    backend.model.get_base_model().lm_head.register_forward_hook(lambda m, i, o: o + ban_eos)
+    samplers = [backend.model.get_base_model()] + ([backend.sampler.model] if backend.sampler else [])
+    hooks = [m.lm_head.register_forward_hook(lambda mod, i, o: o + ban_eos)  # exactly new_tokens each
+             for m in samplers]
     rng = np.random.default_rng(0)
     times, sample_times, generated = [], [], 0
     for step in range(steps + 2):
@@ -61,13 +63,28 @@ def worker(prompts: int, group: int, new_tokens: int, steps: int) -> dict[str, o
             times.append(t2 - t0)
             sample_times.append(t1 - t0)
             generated += sum(len(c.token_ids) for g in out for c in g)
+    from retrain.backends.local.batch import collate
+    from retrain.backends.local.logprobs import action_logprobs
+
+    for h in hooks:  # the gap is measured on the model's own distribution, before any update
+        h.remove()
+    fresh = backend.sample(batch, group, new_tokens, 1.0, 1.0)
+    datums = [Datum(tokens=p + c.token_ids, logprobs=[0.0] * len(p) + c.logprobs,
+                    advantages=[0.0] * len(p) + [1.0] * len(c.token_ids))
+              for p, g in zip(batch, fresh, strict=True) for c in g]
+    batch_t = collate(datums, tok.pad_token_id, backend.device)
+    with torch.no_grad():
+        train_lp = action_logprobs(backend.model, batch_t.input_ids, batch_t.attention_mask, batch_t.action, 1.0)
+    gap = float((train_lp - batch_t.old_logprobs[batch_t.action]).abs().max())
     return {
-        "completions": prompts * group, "new_tokens": new_tokens, "steps_timed": steps,
+        "completions": prompts * group,
+        "max_sampled_vs_train_logprob_gap": gap, "new_tokens": new_tokens, "steps_timed": steps,
         "s_per_step": round(float(np.median(times)), 4), "s_per_step_mean": round(float(np.mean(times)), 4),
         "sample_s_per_step": round(float(np.median(sample_times)), 4),
         "sampled_tokens_per_s": round(generated / sum(sample_times), 1),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "trainable_parameters": backend.trainable_parameters,
+        "generated_tokens_per_step": generated // steps,
         "threads": torch.get_num_threads(),
     }
 

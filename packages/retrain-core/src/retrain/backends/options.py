@@ -100,6 +100,8 @@ LOCAL_OPTIONS: dict[str, OptionSpec] = {
     "lora_fast_linear": _b(False),
     "lora_freeze_a": _b(False),
     "trust_remote_code": _b(False),
+    "sample_merged_lora": _s("auto", ("auto", "true", "false"),
+                             description="Sample from a copy with LoRA merged into the weights (auto: on the CPU)."),
     "train_full_model": _b(False, "Train every weight instead of a LoRA adapter (small models; "
                                   "checkpoints then hold full weights)."),
     "kernels": _s("auto", ("auto", "triton", "torch"), description="Selected-token logprob and LoRA kernels: auto (Triton on CUDA when supported), triton, or torch."),

@@ -18,6 +18,7 @@ from retrain.backends.local.device import autocast_dtype, plan_device
 from retrain.backends.local.logprobs import action_logprobs
 from retrain.backends.local.lora import apply_lora
 from retrain.backends.local.loss import PolicyLossConfig, policy_loss, select_tokens, sft_loss
+from retrain.backends.local.sync import MergedSampler
 from retrain.backends.local.tokenizer import HFTokenizer
 from retrain.config.schema import TrainConfig
 from retrain.inference_engine.pytorch.sample import SampleStats, generate
@@ -47,12 +48,25 @@ class LocalBackend:
         self.model_name = config.model.model
         self.base_from_seed = is_tiny(config.model.model)
         self.lora = not bool(opts.get("train_full_model", False))
+        merged = str(opts.get("sample_merged_lora", "auto"))
+        self.sampler: MergedSampler | None = None
+        if self.lora and (merged == "true" or (merged == "auto" and self.device.type == "cpu")):
+            self.sampler = MergedSampler(model)
         if self.lora:
             model = apply_lora(model, rank=config.model.lora_rank, alpha=config.lora.alpha,
                                dropout=config.lora.dropout, targets=str(opts.get("lora_target_modules", "")),
                                layers=str(opts.get("lora_layers_to_transform", "")),
                                layers_pattern=str(opts.get("lora_layers_pattern", "layers")))
+        from retrain.kernels import patch_peft_lora, set_kernel_mode
+
+        set_kernel_mode(str(opts.get("kernels", "auto")))
         self.model = model.to(self.device)
+        self.fused_lora_layers = patch_peft_lora(self.model) if self.lora else 0
+        if self.sampler is not None:
+            self.sampler.model.to(self.device)
+            self.sampler.bind(self.model)
+        # eval() only matters when some dropout is active; toggling walks every module
+        self.toggle_eval = any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in self.model.modules())
         if self.device.type == "cuda" and opts.get("gradient_checkpointing", True):
             self.model.gradient_checkpointing_enable()
         self.model.train()
@@ -82,14 +96,20 @@ class LocalBackend:
 
     def sample(self, prompts: Sequence[Sequence[int]], num_samples: int, max_tokens: int,
                temperature: float, top_p: float, *, want_entropy: bool = False) -> list[list[Completion]]:
-        self.model.eval()
+        model = self.model
+        if self.sampler is not None:
+            self.sampler.refresh()
+            model = self.sampler.model
+        elif self.toggle_eval:
+            self.model.eval()
         try:
             with self._autocast():
-                return generate(self.model, prompts, num_samples, max_tokens, temperature, top_p,
+                return generate(model, prompts, num_samples, max_tokens, temperature, top_p,
                                 self.tokenizer.eos_token_ids, self.tokenizer.pad_token_id, self.sample_generator,
                                 use_cache=self.use_cache, want_entropy=want_entropy, stats=self.sample_stats)
         finally:
-            self.model.train()
+            if self.toggle_eval:
+                self.model.train()
 
     # training ---------------------------------------------------------------------------
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
@@ -229,6 +249,8 @@ class LocalBackend:
 
     def runtime_metrics(self) -> dict[str, float | int | str]:
         """Counters since the previous call (one step), so they survive a resume unchanged."""
+        from retrain.kernels import kernel_metrics
+
         s = self.sample_stats
         self.sample_stats = SampleStats()
         return {
@@ -238,6 +260,8 @@ class LocalBackend:
             "engine_generated_tokens": s.generated_tokens,
             "local_trainable_parameters": self.trainable_parameters,
             "local_device": str(self.device),
+            "local_fused_lora_layers": self.fused_lora_layers,
+            **kernel_metrics(reset=True),
         }
 
     def close(self) -> None:

@@ -51,9 +51,22 @@ def selected_logprobs_torch(hidden: torch.Tensor, head: torch.nn.Module, targets
 
 def action_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, action: torch.Tensor,
                     temperature: float = 1.0, chunk: int = 0) -> torch.Tensor:
-    """[N] logprobs of the tokens at action positions (row-major order of `action`)."""
+    """[N] logprobs of the tokens at action positions (row-major order of `action`).
+
+    The head goes through retrain.kernels.selected_logprobs (Triton on CUDA, the chunked
+    torch path elsewhere; never the [N, V] log-softmax); a head the kernels do not
+    understand falls back to chunked full-row logits here.
+    """
+    from retrain.kernels import lm_head_operands, selected_logprobs
+
     hidden = hidden_states(model, input_ids, attention_mask)[:, :-1]
     selected = hidden[action]
     targets = input_ids[:, 1:][action]
     _, head = split_head(model)
-    return selected_logprobs_torch(selected, head, targets, temperature, chunk or 1024)
+    operands = lm_head_operands(head)
+    if operands is None:
+        return selected_logprobs_torch(selected, head, targets, temperature, chunk or 1024)
+    weight, bias, lora = operands
+    out: torch.Tensor = selected_logprobs(selected, weight, targets, bias=bias, lora=lora,
+                                          temperature=temperature, chunk_size=chunk)
+    return out
