@@ -54,10 +54,12 @@ def test_sampling_honours_max_tokens_and_eos(backend: LocalBackend) -> None:
             if not ended:
                 assert len(c.token_ids) == 5
     # force an EOS: make EOS overwhelmingly likely through the head bias
-    head = backend.model.get_base_model().lm_head
-    with torch.no_grad():
-        head.bias = torch.nn.Parameter(torch.zeros(head.out_features))
-        head.bias[backend.tokenizer.eos_token_ids[0]] = 100.0
+    models = [backend.model.get_base_model()] + ([backend.sampler.model] if backend.sampler else [])
+    for model in models:
+        head = model.lm_head
+        with torch.no_grad():
+            head.bias = torch.nn.Parameter(torch.zeros(head.out_features))
+            head.bias[backend.tokenizer.eos_token_ids[0]] = 100.0
     out = backend.sample(prompts, 2, 5, 1.0, 1.0)
     assert all(c.token_ids == backend.tokenizer.eos_token_ids[:1] and c.finish_reason == "stop"
                for g in out for c in g)

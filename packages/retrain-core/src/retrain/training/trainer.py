@@ -124,7 +124,7 @@ class Trainer:
             elapsed = time.perf_counter() - t0
             row = {"step": step, "phase": "sft", "loss": out.loss, "lr": lr, "datums": len(datums),
                    "supervised_tokens": out.tokens, "step_time_s": round(elapsed, 6),
-                   "train_time_s": round(elapsed, 6)}
+                   "train_time_s": round(elapsed, 6), **runtime_metrics(backend)}
             log.log_metrics(row)
             state.sft_step, state.example_idx = step, cursor.index
             self.reporter.warmup(step, total, row)
@@ -177,9 +177,7 @@ class Trainer:
                 **(out.metrics if out else {}),
                 **timing_fields(step_time, rollouts.sample_time_s, train_time, tokens),
             }
-            runtime = getattr(backend, "runtime_metrics", None)
-            if callable(runtime):
-                row.update(runtime())
+            row.update(runtime_metrics(backend))
             flow.backpressure.observe(StepObservation(bs, gs, tokens, step_time, skipped=out is None))
             rec = flow.backpressure.recommend()
             if c.backpressure.enabled:
@@ -226,6 +224,15 @@ class Trainer:
             summary.update({"window": window, "first_reward": sum(rewards[:window]) / window,
                             "last_reward": sum(rewards[-window:]) / window})
         return summary
+
+
+def runtime_metrics(backend: TrainBackend) -> dict[str, Any]:
+    """The backend's counters for the step just done (every step reads them, so none leak
+    into the next step's row)."""
+    read = getattr(backend, "runtime_metrics", None)
+    if not callable(read):
+        return {}
+    return {k: v for k, v in read().items() if isinstance(k, str) and isinstance(v, int | float | str)}
 
 
 def train(config: TrainConfig, reporter: Reporter | None = None, *, config_path: str = "") -> RunResult:
