@@ -142,3 +142,17 @@ def test_sigkill_then_resume_is_bit_identical(reference: dict[str, object], tmp_
     for key in ("metrics", "steps", "generations"):
         assert got[key] == reference[key], key
     assert got["adapter"] == reference["adapter"]
+
+
+def test_wandb_offline_logging(tmp_path: Path) -> None:
+    cfg = write_run(tmp_path, max_steps=2, sft_warmup_steps=1, save_every=0)
+    cfg.write_text(cfg.read_text() + 'wandb_project = "retrain-test"\nwandb_tags = "a,b"\n')
+    env_crash = {"WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    res = subprocess.run([sys.executable, "-m", "retrain.cli", str(cfg)], cwd=tmp_path,
+                         env={**os.environ, **env_crash, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                         timeout=600, check=False)
+    assert res.returncode == 0, res.stderr
+    runs = list((tmp_path / "logs" / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1
+    data = b"".join(p.read_bytes() for p in runs[0].glob("*.wandb"))
+    assert b"train/mean_reward" in data and b"train/loss" in data

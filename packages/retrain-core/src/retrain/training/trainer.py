@@ -33,6 +33,7 @@ from retrain.training.rollouts import advantages, collect, nonzero_action_tokens
 from retrain.training.rundir import prepare
 from retrain.training.state import TrainerState, write_state
 from retrain.training.telemetry import generation_rows, steps_row, timing_fields
+from retrain.training.wandb import WandbSink, create_wandb_sink
 from retrain.training.warmup import WarmupData, warmup_batch_size, warmup_lr
 
 SUMMARY_WINDOW = 10
@@ -55,6 +56,7 @@ class Trainer:
         self.config = config
         self.reporter = reporter or PlainReporter()
         self.config_path = config_path
+        self.wandb: WandbSink | None = None
 
     def run(self) -> RunResult:
         c = self.config
@@ -74,6 +76,7 @@ class Trainer:
         log.write_meta(run_meta(c, status="running", config_path=self.config_path))
         backend: TrainBackend | None = None
         try:
+            self.wandb = create_wandb_sink(c, condition=flow.condition)
             examples = load_examples(c)
             backend = create_backend(c)
             if start.checkpoint:
@@ -100,10 +103,15 @@ class Trainer:
             self.reporter.finish(summary)
             return RunResult(c.logging.log_dir, final, state.step + 1, summary)
         except BaseException as exc:
+            if self.wandb is not None:
+                self.wandb.finish(exit_code=1)
+                self.wandb = None
             log.write_meta(run_meta(c, status="failed", config_path=self.config_path,
                                     failure=f"exception:{type(exc).__name__}", error=str(exc)))
             raise
         finally:
+            if self.wandb is not None:
+                self.wandb.finish()
             log.close()
             log.clear_pid()
             flow.close()
@@ -126,6 +134,8 @@ class Trainer:
                    "supervised_tokens": out.tokens, "step_time_s": round(elapsed, 6),
                    "train_time_s": round(elapsed, 6), **runtime_metrics(backend)}
             log.log_metrics(row)
+            if self.wandb is not None:
+                self.wandb.log_step(row, step)
             state.sft_step, state.example_idx = step, cursor.index
             self.reporter.warmup(step, total, row)
             faults.crash_if("warmup_after_step", step)
@@ -153,7 +163,8 @@ class Trainer:
             train_time = time.perf_counter() - t1
             state.total_correct += adv.correct
             state.total_completions += adv.total
-            tokens = sum(len(d.tokens) for d in adv.datums)
+            # every sampled sequence (prompt + completion), trained on or not
+            tokens = sum(len(g.prompt_ids) * len(g.completions) for g in rollouts.groups) + rollouts.completion_tokens
             step_time = time.perf_counter() - t0
             row: dict[str, Any] = {
                 "step": step, "condition": flow.condition, "algorithm_mode": c.algorithm.algorithm_mode,
@@ -184,6 +195,8 @@ class Trainer:
                 row.update(rec.metrics())
                 bs, gs = rec.batch_size, rec.group_size
             log.log_metrics(row)
+            if self.wandb is not None:  # W&B steps are global: warmup steps come first
+                self.wandb.log_step(row, t.sft_warmup_steps + step)
             log.steps.log(steps_row(row, adv.correct, adv.total))
             for g in rollouts.groups:
                 log.generations.log_many(generation_rows(
@@ -210,6 +223,7 @@ class Trainer:
         state.checkpoint_name, state.checkpoint_path = name, path
         state.sepa = flow.sepa.state_dict()
         state.backpressure = flow.backpressure.state_dict()
+        write_state(path, state)  # the checkpoint is self-describing (step, data cursor, controllers)
         write_state(c.logging.log_dir, state)
         faults.crash_if(phase + "after_checkpoint", step)
 

@@ -1,0 +1,45 @@
+"""Built-in data sources: arithmetic (generated) and math (local copy; a clear error offline)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from retrain.config import load_config
+from retrain.data.arithmetic import arithmetic_examples
+from retrain.data.source import DataError, load_examples
+
+
+def test_arithmetic_is_complete_seeded_and_verifiable() -> None:
+    a = arithmetic_examples(1, seed=3)
+    assert len(a) == 100 and len({e.prompt for e in a}) == 100
+    assert a == arithmetic_examples(1, seed=3) and a != arithmetic_examples(1, seed=4)
+    for e in a:
+        x, y = e.prompt[:-1].split("+")
+        assert e.reference == str(int(x) + int(y)) and e.completion == f"\\boxed{{{e.reference}}}"
+    hard = arithmetic_examples(3, seed=0)
+    assert len(hard) == 20_000 and max(int(e.reference) for e in hard) > 100
+
+
+def test_difficulty_and_max_examples_from_config() -> None:
+    c = load_config(None, ["--data-source", "arithmetic", "--data-difficulty", "2", "--max-examples", "50"]).config
+    examples = load_examples(c)
+    assert len(examples) == 50 and any(len(e.prompt) > 4 for e in examples)
+
+
+def test_math_offline_without_local_copy_is_a_clear_error() -> None:
+    c = load_config(None, ["--data-source", "math"]).config
+    with pytest.raises(DataError, match=r"HF_HUB_OFFLINE=1.*\[data\] path"):
+        load_examples(c)
+
+
+def test_math_from_a_local_copy(tmp_path: Path) -> None:
+    rows = [{"problem": "What is 1+1?", "solution": "It is \\boxed{2}."},
+            {"problem": "No answer", "solution": "none"},
+            {"prompt": "2*3?", "reference": "6"}]
+    (tmp_path / "train.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    c = load_config(None, ["--data-source", "math", "--data-path", str(tmp_path)]).config
+    examples = load_examples(c)
+    assert [(e.prompt, e.reference) for e in examples] == [("What is 1+1?", "2"), ("2*3?", "6")]
