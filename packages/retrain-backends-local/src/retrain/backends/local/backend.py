@@ -13,7 +13,12 @@ from typing import Any
 import torch
 
 from retrain.backends.local.batch import Batch, collate, micro_batches
-from retrain.backends.local.checkpointing import read_checkpoint, save_weights, write_checkpoint
+from retrain.backends.local.checkpointing import (
+    read_checkpoint,
+    save_weights,
+    write_checkpoint,
+    write_dir_atomic,
+)
 from retrain.backends.local.device import autocast_dtype, plan_device
 from retrain.backends.local.logprobs import action_logprobs
 from retrain.backends.local.lora import apply_lora
@@ -22,17 +27,10 @@ from retrain.backends.local.sync import MergedSampler
 from retrain.backends.local.tokenizer import HFTokenizer
 from retrain.config.schema import TrainConfig
 from retrain.inference_engine.pytorch.sample import SampleStats, generate
-from retrain.io.atomic import fsync_dir
 from retrain.models.load import ModelSpec, load_model, load_tokenizer
 from retrain.models.tiny import is_tiny
+from retrain.training.warmup import effective_sft_loss
 from retrain.types import Completion, Datum, TrainOutput
-
-
-def effective_sft_loss(config: TrainConfig) -> str:
-    fn = config.training.sft_loss_fn
-    if fn != "auto":
-        return fn
-    return "cross_entropy" if config.training.trainer == "sft" else "importance_sampling"
 
 
 class LocalBackend:
@@ -231,21 +229,7 @@ class LocalBackend:
             torch.cuda.set_rng_state(rng["cuda"], self.device)
 
     def save_adapter(self, path: str) -> str:
-        target = Path(path)
-        tmp = target.parent / f".{target.name}.tmp-{os.getpid()}"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        save_weights(self.model, tmp, lora=self.lora)
-        for f in tmp.rglob("*"):
-            if f.is_file():
-                with open(f, "rb") as fh:
-                    os.fsync(fh.fileno())
-        if target.exists():
-            import shutil
-
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-        fsync_dir(target.parent)
-        return str(target)
+        return str(write_dir_atomic(path, lambda tmp: save_weights(self.model, tmp, lora=self.lora)))
 
     def runtime_metrics(self) -> dict[str, float | int | str]:
         """Counters since the previous call (one step), so they survive a resume unchanged."""

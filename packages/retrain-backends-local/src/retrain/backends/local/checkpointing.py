@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,18 +62,16 @@ def load_weights(model: Any, folder: Path, *, lora: bool) -> None:
                            f"unexpected {sorted(unexpected)[:3]})")
 
 
-def write_checkpoint(path: str | Path, *, model: Any, lora: bool, optimizer: torch.optim.Optimizer,
-                     rng: dict[str, Any], meta: dict[str, Any]) -> Path:
+def write_dir_atomic(path: str | Path, fill: Callable[[Path], None]) -> Path:
+    """Build a directory with `fill(tmp)` under a temporary name, fsync it, rename it into
+    place (replacing any directory of that name) and fsync the parent."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f".{target.name}.tmp-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
-    save_weights(model, tmp / (WEIGHTS_ADAPTER if lora else WEIGHTS_FULL), lora=lora)
-    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-    torch.save(rng, tmp / "rng.pt")
-    (tmp / "checkpoint.json").write_text(json.dumps({**meta, "lora": lora}, indent=2, sort_keys=True) + "\n")
+    fill(tmp)
     _fsync_tree(tmp)
     if target.exists():
         old = target.parent / f".{target.name}.old-{os.getpid()}"
@@ -83,6 +82,17 @@ def write_checkpoint(path: str | Path, *, model: Any, lora: bool, optimizer: tor
         os.replace(tmp, target)
     fsync_dir(target.parent)
     return target
+
+
+def write_checkpoint(path: str | Path, *, model: Any, lora: bool, optimizer: torch.optim.Optimizer,
+                     rng: dict[str, Any], meta: dict[str, Any]) -> Path:
+    def fill(tmp: Path) -> None:
+        save_weights(model, tmp / (WEIGHTS_ADAPTER if lora else WEIGHTS_FULL), lora=lora)
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        torch.save(rng, tmp / "rng.pt")
+        (tmp / "checkpoint.json").write_text(json.dumps({**meta, "lora": lora}, indent=2, sort_keys=True) + "\n")
+
+    return write_dir_atomic(path, fill)
 
 
 def read_checkpoint(path: str | Path, *, model: Any, lora: bool,

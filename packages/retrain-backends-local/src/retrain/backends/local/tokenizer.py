@@ -17,6 +17,7 @@ class HFTokenizer:
         pad = tokenizer.pad_token_id
         self.pad_token_id: int = pad if isinstance(pad, int) else (eos[0] if eos else 0)
         self._template = bool(getattr(tokenizer, "chat_template", None))
+        self._pieces: dict[int, str] = {}
 
     def encode_prompt(self, text: str) -> list[int]:
         if self._template:
@@ -37,4 +38,12 @@ class HFTokenizer:
         return str(self.hf.decode(list(ids), skip_special_tokens=True))
 
     def token_strings(self, ids: Sequence[int]) -> list[str]:
-        return [str(self.hf.decode([i], skip_special_tokens=False)) for i in ids]
+        """Each id's own text, cached: planning detectors ask for every sampled token."""
+        pieces = self._pieces
+        out = []
+        for i in ids:
+            piece = pieces.get(i)
+            if piece is None:
+                piece = pieces[i] = str(self.hf.decode([i], skip_special_tokens=False))
+            out.append(piece)
+        return out

@@ -12,6 +12,7 @@ from retrain.config.schema import SqueezeConfig, TrainConfig
 from retrain.config.snapshot import sanitize
 from retrain.registry.health import dependency_warnings
 from retrain.training.resume import resume_contract
+from retrain.training.warmup import effective_sft_loss
 
 
 def backend_entry(config: TrainConfig) -> catalog.BackendEntry | None:
@@ -28,12 +29,6 @@ def condition_of(config: TrainConfig) -> str:
     label = a.algorithm_mode or f"{a.advantage_mode}+{a.transform_mode}"
     return label + ("+echo" if config.echo.enabled else "")
 
-
-def effective_sft_loss(config: TrainConfig) -> str:
-    fn = config.training.sft_loss_fn
-    if fn != "auto":
-        return fn
-    return "cross_entropy" if config.training.trainer == "sft" else "importance_sampling"
 
 
 def data_description(config: TrainConfig) -> str:

@@ -38,8 +38,8 @@ def train(config: object, config_path: str) -> None:
     from retrain.training.rundir import RunDirError
     from retrain.training.state import StateError
     from retrain.training.trainer import FlowError
-    from retrain.training.wandb import WandbMissing
     from retrain.training.trainer import train as run_training
+    from retrain.training.wandb import WandbMissing
 
     try:
         run_training(config, make_reporter(), config_path=config_path)  # type: ignore[arg-type]
