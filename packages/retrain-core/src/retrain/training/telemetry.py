@@ -8,6 +8,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import msgspec
+
 #: Fields that measure wall-clock time or memory: they differ between two runs of the same
 #: seed; every other field of a row is a deterministic function of config and seed.
 WALL_CLOCK_FIELDS = frozenset({
@@ -54,3 +56,67 @@ def steps_row(metrics: Mapping[str, Any], correct: int, total: int) -> dict[str,
         if "surprisal" in k or "entropy_mean" in k or "entropy_var" in k:
             row[k] = v
     return row
+
+
+Scalar = float | int | str | bool
+
+
+class WarmupRow(msgspec.Struct, kw_only=True):
+    """A supervised warmup step's metrics row (phase "sft", its own step counter)."""
+
+    step: int
+    phase: str = "sft"
+    loss: float
+    lr: float
+    datums: int
+    supervised_tokens: int
+    step_time_s: float
+    train_time_s: float
+
+    def to_dict(self, *extras: Mapping[str, Scalar]) -> dict[str, Any]:
+        return _merge(self, extras)
+
+
+class StepRow(msgspec.Struct, kw_only=True):
+    """The fixed part of an RL step's metrics row, in the reference's field names and order.
+
+    Components add their own keys (advantage pipeline, reward errors, SEPA, the backend's
+    counters, timings) through `to_dict(*extras)`; a fixed field is never overwritten.
+    """
+
+    step: int
+    condition: str
+    algorithm_mode: str
+    advantage_mode: str
+    transform_mode: str
+    uncertainty_kind: str
+    policy_loss_mode: str
+    loss: float
+    reported_loss: float
+    loss_is_placeholder: bool
+    backend_reports_sync_loss: bool
+    backend_preserves_token_advantages: bool
+    mean_reward: float
+    correct_rate: float
+    running_correct_rate: float
+    num_datums: int
+    batch_size: int
+    group_size: int
+    max_token_hit_rate: float
+    mean_completion_tokens: float
+    tokens_per_step: int
+    skipped: bool
+    completion_tokens: int = msgspec.field(name="rl/completion_tokens")
+    nonzero_action_tokens: int = msgspec.field(name="rl/nonzero_advantage_action_tokens")
+    train_time_semantics: str = "synchronous_optimizer_update"
+
+    def to_dict(self, *extras: Mapping[str, Scalar]) -> dict[str, Any]:
+        return _merge(self, extras)
+
+
+def _merge(row: msgspec.Struct, extras: Sequence[Mapping[str, Scalar]]) -> dict[str, Any]:
+    out: dict[str, Any] = msgspec.to_builtins(row)
+    for extra in extras:
+        for key, value in extra.items():
+            out.setdefault(key, value)
+    return out

@@ -32,7 +32,7 @@ from retrain.training.resume import resume_contract
 from retrain.training.rollouts import advantages, collect, nonzero_action_tokens
 from retrain.training.rundir import prepare
 from retrain.training.state import TrainerState, write_state
-from retrain.training.telemetry import generation_rows, steps_row, timing_fields
+from retrain.training.telemetry import StepRow, WarmupRow, generation_rows, steps_row, timing_fields
 from retrain.training.wandb import WandbSink, create_wandb_sink
 from retrain.training.warmup import WarmupData, warmup_batch_size, warmup_lr
 
@@ -130,9 +130,9 @@ class Trainer:
             datums = [data.datum(ex, ids) for ex, ids in cursor.take(size)]
             out = backend.sft_step(datums, lr, c.training.weight_decay)
             elapsed = time.perf_counter() - t0
-            row = {"step": step, "phase": "sft", "loss": out.loss, "lr": lr, "datums": len(datums),
-                   "supervised_tokens": out.tokens, "step_time_s": round(elapsed, 6),
-                   "train_time_s": round(elapsed, 6), **runtime_metrics(backend)}
+            row = WarmupRow(step=step, loss=out.loss, lr=lr, datums=len(datums), supervised_tokens=out.tokens,
+                            step_time_s=round(elapsed, 6), train_time_s=round(elapsed, 6)
+                            ).to_dict(runtime_metrics(backend))
             log.log_metrics(row)
             if self.wandb is not None:
                 self.wandb.log_step(row, step)
@@ -166,28 +166,24 @@ class Trainer:
             # every sampled sequence (prompt + completion), trained on or not
             tokens = sum(len(g.prompt_ids) * len(g.completions) for g in rollouts.groups) + rollouts.completion_tokens
             step_time = time.perf_counter() - t0
-            row: dict[str, Any] = {
-                "step": step, "condition": flow.condition, "algorithm_mode": c.algorithm.algorithm_mode,
-                "advantage_mode": c.algorithm.advantage_mode, "transform_mode": c.algorithm.transform_mode,
-                "uncertainty_kind": c.algorithm.uncertainty_kind, "policy_loss_mode": t.policy_loss_mode,
-                "loss": out.loss if out else 0.0, "reported_loss": out.loss if out else 0.0,
-                "loss_is_placeholder": not caps.reports_sync_loss,
-                "backend_reports_sync_loss": caps.reports_sync_loss,
-                "backend_preserves_token_advantages": caps.preserves_token_advantages,
-                "mean_reward": float(rollouts.rewards.mean()) if adv.total else 0.0,
-                "correct_rate": adv.correct / adv.total if adv.total else 0.0,
-                "running_correct_rate": state.total_correct / max(state.total_completions, 1),
-                "num_datums": len(adv.datums), "batch_size": bs, "group_size": gs,
-                "max_token_hit_rate": rollouts.length_hits / max(adv.total, 1),
-                "mean_completion_tokens": rollouts.completion_tokens / max(adv.total, 1),
-                "tokens_per_step": tokens, "skipped": out is None,
-                "rl/completion_tokens": rollouts.completion_tokens,
-                "rl/nonzero_advantage_action_tokens": informative,
-                "train_time_semantics": "synchronous_optimizer_update",
-                **flow.sepa.metrics(step), **adv.metrics, **rollouts.reward_metrics,
-                **(out.metrics if out else {}),
-                **timing_fields(step_time, rollouts.sample_time_s, train_time, tokens),
-            }
+            fixed = StepRow(
+                step=step, condition=flow.condition, algorithm_mode=c.algorithm.algorithm_mode,
+                advantage_mode=c.algorithm.advantage_mode, transform_mode=c.algorithm.transform_mode,
+                uncertainty_kind=c.algorithm.uncertainty_kind, policy_loss_mode=t.policy_loss_mode,
+                loss=out.loss if out else 0.0, reported_loss=out.loss if out else 0.0,
+                loss_is_placeholder=not caps.reports_sync_loss, backend_reports_sync_loss=caps.reports_sync_loss,
+                backend_preserves_token_advantages=caps.preserves_token_advantages,
+                mean_reward=float(rollouts.rewards.mean()) if adv.total else 0.0,
+                correct_rate=adv.correct / adv.total if adv.total else 0.0,
+                running_correct_rate=state.total_correct / max(state.total_completions, 1),
+                num_datums=len(adv.datums), batch_size=bs, group_size=gs,
+                max_token_hit_rate=rollouts.length_hits / max(adv.total, 1),
+                mean_completion_tokens=rollouts.completion_tokens / max(adv.total, 1),
+                tokens_per_step=tokens, skipped=out is None, completion_tokens=rollouts.completion_tokens,
+                nonzero_action_tokens=informative)
+            row = fixed.to_dict(flow.sepa.metrics(step), adv.metrics, rollouts.reward_metrics,
+                                out.metrics if out else {},
+                                timing_fields(step_time, rollouts.sample_time_s, train_time, tokens))
             row.update(runtime_metrics(backend))
             flow.backpressure.observe(StepObservation(bs, gs, tokens, step_time, skipped=out is None))
             rec = flow.backpressure.recommend()
