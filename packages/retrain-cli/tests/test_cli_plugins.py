@@ -18,14 +18,6 @@ from retrain.registry import builtin
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def _no_cached_plugins(monkeypatch):
-    """Each test has its own ./plugins folder; forget any `plugins` package imported before."""
-    for name in [m for m in sys.modules if m == "plugins" or m.startswith("plugins.")]:
-        monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setattr(sys, "path", list(sys.path))
-
-
 def test_every_kind_scaffolds_a_passing_test(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for kind in KINDS:

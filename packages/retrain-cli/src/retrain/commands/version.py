@@ -1,28 +1,8 @@
-"""Installed retrain distributions and their versions."""
+"""`retrain --version`: the installed retrain distributions."""
 
 from __future__ import annotations
 
-from importlib import metadata
-
-DISTRIBUTIONS = (
-    "retrain-core",
-    "retrain-kernels",
-    "retrain-backends-local",
-    "retrain-backends-tinker",
-    "retrain-backends-unsloth",
-    "retrain-envs",
-    "retrain-cli",
-)
-
-
-def installed_versions() -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for name in DISTRIBUTIONS:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
+from retrain.registry.health import installed_versions
 
 
 def versions_text() -> str:

@@ -43,7 +43,5 @@ def create_backend(config: TrainConfig) -> Any:
 
 
 def capabilities(config: TrainConfig) -> catalog.BackendCapabilities:
-    name = config.backend.backend
-    entry = (catalog.dotted_plugin_entry(name, config.backend.options) if is_dotted(name)
-             else catalog.lookup(name))
+    entry = catalog.entry_for(config.backend.backend, config.backend.options)
     return entry.definition.capabilities if entry is not None else catalog.PLUGIN_DEFAULT_CAPABILITIES

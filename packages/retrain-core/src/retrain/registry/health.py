@@ -42,6 +42,22 @@ def distribution_version(name: str) -> str | None:
         return None
 
 
+RETRAIN_DISTRIBUTIONS = (
+    "retrain-core",
+    "retrain-kernels",
+    "retrain-backends-local",
+    "retrain-backends-tinker",
+    "retrain-backends-unsloth",
+    "retrain-envs",
+    "retrain-cli",
+)
+
+
+def installed_versions(names: tuple[str, ...] = RETRAIN_DISTRIBUTIONS) -> dict[str, str | None]:
+    """{distribution: version, or None when not installed}."""
+    return {name: distribution_version(name) for name in names}
+
+
 COMPONENTS: dict[str, Component] = {
     "math": Component("math", "math_verify", "pip install math-verify", "math-verify"),
     "semantic": Component("semantic", "sentence_transformers", "pip install sentence-transformers",

@@ -6,25 +6,20 @@ import os
 import platform
 import sys
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from retrain.config.schema import TrainConfig
 from retrain.config.snapshot import config_snapshot
+from retrain.registry.health import RETRAIN_DISTRIBUTIONS, installed_versions
 
-DISTRIBUTIONS = ("retrain-core", "retrain-kernels", "retrain-backends-local", "retrain-backends-tinker",
-                 "retrain-backends-unsloth", "retrain-envs", "retrain-cli", "torch", "transformers", "peft",
-                 "numpy", "msgspec")
+LIBRARIES = ("torch", "transformers", "peft", "numpy", "msgspec")
 
 
 def versions() -> dict[str, str]:
     out = {"python": sys.version.split()[0], "platform": platform.platform()}
-    for name in DISTRIBUTIONS:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
+    found = installed_versions(RETRAIN_DISTRIBUTIONS + LIBRARIES)
+    out.update({name: v for name, v in found.items() if v is not None})
     return out
 
 

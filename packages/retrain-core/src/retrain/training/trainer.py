@@ -70,7 +70,8 @@ class Trainer:
         log = RunLog(c.logging.log_dir, log_generations=c.logging.log_generations)
         start = prepare(c, log)
         state = start.state
-        mode, warning = resume_contract(capabilities(c))
+        self.caps = capabilities(c)
+        mode, warning = resume_contract(self.caps)
         state.resume_mode, state.resume_warning = mode, warning
         log.write_pid()
         log.write_meta(run_meta(c, status="running", config_path=self.config_path))
@@ -145,7 +146,7 @@ class Trainer:
 
     def _rl(self, backend: TrainBackend, flow: Flow, cursor: PromptCursor, state: TrainerState, log: RunLog) -> None:
         c, t = self.config, self.config.training
-        caps = capabilities(c)
+        caps = self.caps
         bs = state.current_batch_size or t.batch_size
         gs = state.current_group_size or t.group_size
         for step in range(state.step + 1, t.max_steps):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -124,9 +124,6 @@ class LocalBackend:
         with self._autocast():
             return action_logprobs(self.model, mb.input_ids, mb.attention_mask, mb.action, self.temperature, self.chunk)
 
-    def _parts(self, batch: Batch) -> Iterator[Batch]:
-        yield from micro_batches(batch, self.microbatch)
-
     def _step(self, grad_norm_out: dict[str, float]) -> None:
         if self.grad_clip > 0:
             params = [p for g in self.optimizer.param_groups for p in g["params"]]
@@ -147,12 +144,12 @@ class LocalBackend:
         selected = None
         if self.loss_config.needs_selection:
             with torch.no_grad():
-                new_all = torch.cat([self._new_logprobs(mb).float() for mb in self._parts(batch)])
+                new_all = torch.cat([self._new_logprobs(mb).float() for mb in micro_batches(batch, self.microbatch)])
             selected = select_tokens(self.loss_config, new_all, batch.old_logprobs[batch.action],
                                      batch.advantages[batch.action], self.select_generator)
         loss_sum, clip, cov, kl = 0.0, 0.0, 0.0, 0.0
         offset = 0
-        for mb in self._parts(batch):
+        for mb in micro_batches(batch, self.microbatch):
             new = self._new_logprobs(mb).float()
             n = new.numel()
             if n == 0:
@@ -183,7 +180,7 @@ class LocalBackend:
         self._set_hyper(lr, weight_decay)
         self.optimizer.zero_grad(set_to_none=True)
         loss_sum = 0.0
-        for mb in self._parts(batch):
+        for mb in micro_batches(batch, self.microbatch):
             new = self._new_logprobs(mb).float()
             if new.numel() == 0:
                 continue

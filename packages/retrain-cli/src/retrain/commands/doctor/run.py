@@ -6,7 +6,7 @@ import json
 
 from retrain.backends.catalog import all_entries
 from retrain.commands.doctor.probe import cuda_devices, machine, packages
-from retrain.commands.version import installed_versions
+from retrain.registry.health import installed_versions
 
 
 def report() -> dict[str, object]:

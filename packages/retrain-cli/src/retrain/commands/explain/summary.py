@@ -15,10 +15,6 @@ from retrain.training.resume import resume_contract
 from retrain.training.warmup import effective_sft_loss
 
 
-def backend_entry(config: TrainConfig) -> catalog.BackendEntry | None:
-    return catalog.entry_for(config.backend.backend, config.backend.options)
-
-
 def condition_of(config: TrainConfig) -> str:
     t = config.training
     if t.trainer == "sft":
@@ -45,7 +41,7 @@ def data_description(config: TrainConfig) -> str:
 def single_summary(loaded: LoadedConfig) -> dict[str, Any]:
     c = loaded.config
     t, e = c.training, c.echo
-    entry = backend_entry(c)
+    entry = catalog.entry_for(c.backend.backend, c.backend.options)
     caps = entry.definition.capabilities if entry else catalog.PLUGIN_DEFAULT_CAPABILITIES
     resume_mode, resume_warning = resume_contract(caps)
     is_sft = t.trainer == "sft"
