@@ -7,7 +7,7 @@ from importlib import metadata
 import pytest
 
 from retrain.backends import catalog
-from retrain.backends.errors import BackendNotAvailable
+from retrain.backends.errors import BackendUnavailable
 
 
 def test_entry_point_registers_the_definition() -> None:
@@ -22,5 +22,5 @@ def test_entry_point_registers_the_definition() -> None:
 def test_factory_names_the_distribution() -> None:
     from retrain.backends.unsloth.create import create_backend
 
-    with pytest.raises(BackendNotAvailable, match="retrain-backends-unsloth"):
+    with pytest.raises(BackendUnavailable, match="retrain-backends-unsloth"):
         create_backend(object())

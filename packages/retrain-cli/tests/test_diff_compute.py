@@ -49,10 +49,10 @@ def test_campaign_conditions(tmp_path, make_campaign):
 
 
 def test_unknown_condition_lists_the_known_ones(tmp_path, make_campaign):
-    from retrain.commands.errors import UsageError
+    from retrain.errors import UserError
 
     campaign = make_campaign(tmp_path, "campaign_c", ["grpo+none"], [1], runs={("grpo+none", 1): {"steps": 2}})
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(UserError) as err:
         load_condition(campaign, "nope")
     assert "grpo+none" in err.value.hint
 

@@ -8,7 +8,7 @@ at position j-1). A token takes part in the RL loss only where its advantage is 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -46,9 +46,12 @@ class TrainOutput(msgspec.Struct, kw_only=True):
 
 
 class Example(msgspec.Struct, kw_only=True):
-    """A prompt with its verifiable reference; `completion` is an SFT target when known."""
+    """A prompt with its verifiable reference; `completion` is an SFT target when known.
+    `info` and `example_id` carry a source's own per-item data (the reference's fields)."""
 
     prompt: str
-    reference: str
+    reference: str = ""
     completion: str = ""
     task: str = "default"
+    info: dict[str, Any] | None = None
+    example_id: int | str | None = None

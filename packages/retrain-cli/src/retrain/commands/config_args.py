@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from retrain.commands.errors import UsageError
 from retrain.config.override import MAPPING_FLAGS, Overrides, parse_overrides
+from retrain.errors import UserError
 
 DEFAULT_CONFIG = "retrain.toml"
 _BOOL_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0"})
@@ -44,7 +44,7 @@ def split_args(args: list[str]) -> tuple[str | None, list[str]]:
         elif path is None:
             path = token
         else:
-            raise UsageError(f"unexpected argument {token!r} (config is already {path!r})",
+            raise UserError(f"unexpected argument {token!r} (config is already {path!r})",
                              hint="overrides are --flag value pairs")
     return path, rest
 
@@ -61,6 +61,6 @@ def resolve_config_args(args: list[str], *, require_file: bool = False) -> tuple
         if Path(DEFAULT_CONFIG).is_file():
             path = DEFAULT_CONFIG
         elif require_file or not overrides:
-            raise UsageError("no config given and no retrain.toml in this folder",
+            raise UserError("no config given and no retrain.toml in this folder",
                              hint="pass a path, run `retrain init` to create one, or see `retrain man --topic quickstart`")
     return path, overrides

@@ -9,14 +9,7 @@ from typing import Any, NoReturn
 import typer
 
 from retrain.config.errors import ConfigError
-
-
-class UsageError(Exception):
-    """Bad input to a command (not a config problem): message, exit status 2."""
-
-    def __init__(self, message: str, hint: str = "") -> None:
-        self.hint = hint
-        super().__init__(message)
+from retrain.errors import UserError
 
 
 class CommandFailed(Exception):
@@ -55,7 +48,7 @@ def guarded(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return fn(*args, **kwargs)
     except ConfigError as exc:
         report_config_error(exc)
-    except UsageError as exc:
+    except UserError as exc:
         fail(str(exc), hint=exc.hint)
     except CommandFailed as exc:
         if str(exc):

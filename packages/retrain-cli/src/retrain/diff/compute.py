@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from retrain.commands.errors import UsageError
+from retrain.errors import UserError
 from retrain.io.json import load_json_object
 from retrain.metrics.scan import number, scan_metrics_file
 from retrain.status.plot import PLOT_FIELDS
@@ -47,7 +47,7 @@ def _metrics_file(path: Path) -> Path:
 def load_run(path: Path, label: str | None = None) -> Side:
     metrics = _metrics_file(path)
     if not metrics.is_file():
-        raise UsageError(f"no metrics.jsonl in {path}")
+        raise UserError(f"no metrics.jsonl in {path}")
     scan = scan_metrics_file(metrics, mean_fields=MEAN_FIELDS, max_fields=(PEAK_FIELD,),
                              series_fields=(*PLOT_FIELDS, CURVE_FIELD))
     last = scan.last or {}
@@ -100,12 +100,12 @@ def average(label: str, sides: list[Side]) -> Side:
 def load_condition(campaign: Path, condition: str) -> Side:
     manifest = load_json_object(campaign / "manifest.json")
     if manifest is None:
-        raise UsageError(f"no readable manifest.json in {campaign}")
+        raise UserError(f"no readable manifest.json in {campaign}")
     entries = [e for e in manifest.get("runs", []) if isinstance(e, dict)]
     chosen = [e for e in entries if e.get("condition") == condition]
     if not chosen:
         known = sorted({str(e.get("condition")) for e in entries})
-        raise UsageError(f"condition {condition!r} is not in {campaign}/manifest.json",
+        raise UserError(f"condition {condition!r} is not in {campaign}/manifest.json",
                          hint="conditions: " + ", ".join(known) if known else "")
     sides = []
     for entry in chosen:
@@ -113,7 +113,7 @@ def load_condition(campaign: Path, condition: str) -> Side:
         if log_dir is not None and (log_dir / "metrics.jsonl").is_file():
             sides.append(load_run(log_dir))
     if not sides:
-        raise UsageError(f"no run of condition {condition!r} has metrics yet")
+        raise UserError(f"no run of condition {condition!r} has metrics yet")
     return average(condition, sides)
 
 

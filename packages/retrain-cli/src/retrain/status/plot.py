@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrain.commands.errors import UsageError
+from retrain.errors import UserError
 from retrain.metrics.scan import scan_metrics_file
 
 PLOT_HINT = "install matplotlib (pip install 'retrain-cli[plot]')"
@@ -35,7 +35,7 @@ def require_matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise UsageError(PLOT_HINT) from None
+        raise UserError(PLOT_HINT) from None
 
 
 def run_curves(run_dir: Path, label: str) -> Curves:
@@ -63,4 +63,4 @@ def write_plot(curves: list[Curves], out: Path, title: str) -> None:
     try:
         fig.savefig(out)
     except (ValueError, OSError) as exc:
-        raise UsageError(f"cannot write plot {out}: {exc}") from None
+        raise UserError(f"cannot write plot {out}: {exc}") from None

@@ -1,24 +1,25 @@
-"""Resolve `[backend] backend` to a running backend through the catalog (entry points or a
-dotted path). Only here does a backend's heavy module get imported."""
+"""Resolve `[backend] backend` to a running backend. The name resolves through the registry
+like every plugin kind (registered at run time, an entry point of `retrain.backends`, or a
+dotted path); the catalog says beforehand whether a built-in or entry-point backend can run
+here. Only here does a backend's heavy module get imported."""
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from retrain.backends import catalog
+from retrain.backends.errors import BackendUnavailable
 from retrain.config.schema import TrainConfig
-from retrain.plugins.resolve import is_dotted, resolve
+from retrain.plugins.resolve import is_dotted
+from retrain.registry.core import load_target, lookup, registered
 
-
-class BackendUnavailable(RuntimeError):
-    """The configured backend cannot run on this installation; the message says why and how."""
+__all__ = ["BackendUnavailable", "capabilities", "create_backend", "require_runnable"]
 
 
 def require_runnable(config: TrainConfig) -> None:
     """Raise BackendUnavailable now, before data or models load, if the backend cannot run."""
     name = config.backend.backend
-    if is_dotted(name):
+    if is_dotted(name) or name in registered("backend"):
         return
     entry = catalog.lookup(name)
     if entry is None:
@@ -26,22 +27,25 @@ def require_runnable(config: TrainConfig) -> None:
     d = entry.definition
     if not entry.installed:
         raise BackendUnavailable(f"backend {name!r} is not installed: {d.hint}")
+    if entry.problems:
+        raise BackendUnavailable(f"backend {name!r}: {'; '.join(entry.problems)}")
     if not d.available:
-        raise BackendUnavailable(d.note or f"backend {name!r} is not available in this version")
+        raise BackendUnavailable(d.note or f"backend {name!r} is not built yet in this version")
 
 
 def create_backend(config: TrainConfig) -> Any:
-    name = config.backend.backend
-    if is_dotted(name):
-        factory, _ = resolve(name, config.plugins.search_paths)
-        return factory(config)
     require_runnable(config)
-    d = catalog.lookup(name).definition  # type: ignore[union-attr]
-    module_name, _, attr = d.factory.partition(":")
-    factory = getattr(importlib.import_module(module_name), attr)
+    name = config.backend.backend
+    factory = lookup("backend", name, config.plugins.search_paths).obj
+    if isinstance(factory, catalog.BackendDefinition):
+        factory = load_target(factory.factory, name)
     return factory(config)
 
 
 def capabilities(config: TrainConfig) -> catalog.BackendCapabilities:
-    entry = catalog.entry_for(config.backend.backend, config.backend.options)
+    name = config.backend.backend
+    own = registered("backend").get(name)
+    if own is not None:
+        return own.capabilities if isinstance(own, catalog.BackendDefinition) else catalog.PLUGIN_DEFAULT_CAPABILITIES
+    entry = catalog.entry_for(name, config.backend.options)
     return entry.definition.capabilities if entry is not None else catalog.PLUGIN_DEFAULT_CAPABILITIES

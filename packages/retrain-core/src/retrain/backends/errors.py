@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from importlib import metadata
 
+from retrain.errors import UserError
 
-class BackendNotAvailable(RuntimeError):
-    """A distribution that ships its metadata but not yet the implementation of a feature."""
 
-    def __init__(self, distribution: str, feature: str) -> None:
+class BackendUnavailable(UserError, RuntimeError):
+    """The configured backend cannot run on this installation; the message says why and how."""
+
+    @classmethod
+    def not_built(cls, distribution: str, feature: str) -> BackendUnavailable:
+        """A distribution that ships its metadata but not yet the implementation of `feature`."""
         try:
             version = metadata.version(distribution)
         except metadata.PackageNotFoundError:
             version = "?"
-        self.distribution = distribution
-        super().__init__(f"{feature} is not available in this version ({distribution} {version})")
+        return cls(f"{feature} is not built yet in this version ({distribution} {version})")

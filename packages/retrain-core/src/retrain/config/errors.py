@@ -6,6 +6,8 @@ import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from retrain.errors import UserError
+
 
 @dataclass(frozen=True)
 class ConfigIssue:
@@ -25,7 +27,7 @@ class ConfigIssue:
         return f"{head}{key}{self.message}{hint}"
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """One or more config problems, reported together (exit status 2 from the CLI)."""
 
     def __init__(self, issues: Sequence[ConfigIssue]) -> None:

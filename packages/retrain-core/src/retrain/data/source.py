@@ -2,68 +2,78 @@
 
 A source returns a finite list of `Example`s in a deterministic order; the trainer walks it
 round-robin with a cursor that is saved in checkpoints, so a resumed run sees the same prompts.
-Sources are built-in names (`math`, `arithmetic`), entry points of `retrain.data`, or dotted
-paths to a factory `f(config) -> list[Example] | object with .examples()`.
+`[data] source` resolves through the registry like every plugin kind: a built-in name
+(`math`, `arithmetic`), a name given to `registry.register("data_source", ...)`, an entry
+point of `retrain.data`, or a dotted path. The resolved object is a factory `f(config)`
+returning a list of examples, or an object with `.examples()` or `.load()` (the reference's
+protocol) returning one. An item is an `Example`, any object with `prompt` / `reference`
+attributes (the reference's own Example, with `task`, `info`, `example_id`), or a dict
+with a `prompt` key.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from retrain.config.schema import TrainConfig
-from retrain.plugins.resolve import is_dotted, resolve
-from retrain.registry.entry_points import lookup
+from retrain.errors import UserError
+from retrain.registry.core import Resolved, lookup
 from retrain.types import Example
 
+__all__ = ["DataError", "Example", "load_examples"]
 
-class DataError(ValueError):
+
+class DataError(UserError, ValueError):
     """A data source that cannot produce examples; the message says what to do."""
 
 
-def _builtin(name: str) -> Callable[[TrainConfig], list[Example]] | None:
-    if name == "arithmetic":
-        from retrain.data.arithmetic import load_arithmetic
+def _field(item: Any, name: str, default: Any = "") -> Any:
+    if isinstance(item, Mapping):
+        return item.get(name, default)
+    return getattr(item, name, default)
 
-        return load_arithmetic
-    if name == "math":
-        from retrain.data.math import load_math
 
-        return load_math
-    return None
+def _example(item: Any, i: int, where: str) -> Example:
+    if isinstance(item, Example):
+        return item
+    has_prompt = "prompt" in item if isinstance(item, Mapping) else hasattr(item, "prompt")
+    if not has_prompt:
+        raise DataError(f"data source {where}: item {i} is not an Example, an object with a prompt, "
+                        "or a dict with a 'prompt' key")
+    info = _field(item, "info", None)
+    example_id = _field(item, "example_id", None)
+    reference = _field(item, "reference", None)
+    if reference is None:
+        reference = _field(item, "answer", "")
+    return Example(prompt=str(_field(item, "prompt")), reference=str(reference),
+                   completion=str(_field(item, "completion", "") or ""), task=str(_field(item, "task") or "default"),
+                   info=dict(info) if isinstance(info, Mapping) else None,
+                   example_id=example_id if isinstance(example_id, int | str) else None)
 
 
 def _materialise(obj: Any, where: str) -> list[Example]:
-    items = obj.examples() if hasattr(obj, "examples") else obj
-    if not isinstance(items, Sequence) or isinstance(items, str):
-        raise DataError(f"data source {where} returned {type(items).__name__}, not a list of examples")
-    out = []
-    for i, item in enumerate(items):
-        if isinstance(item, Example):
-            out.append(item)
-        elif isinstance(item, dict) and "prompt" in item:
-            out.append(Example(prompt=str(item["prompt"]), reference=str(item.get("reference", "")),
-                               completion=str(item.get("completion", "")), task=str(item.get("task", "default"))))
-        else:
-            raise DataError(f"data source {where}: item {i} is not an Example or a prompt/reference dict")
-    return out
+    for method in ("examples", "load"):
+        if not isinstance(obj, Sequence) and callable(getattr(obj, method, None)):
+            obj = getattr(obj, method)()
+            break
+    if not isinstance(obj, Sequence) or isinstance(obj, str):
+        raise DataError(f"data source {where} returned {type(obj).__name__}, not a list of examples "
+                        "(nor an object with .examples() or .load())")
+    return [_example(item, i, where) for i, item in enumerate(obj)]
+
+
+def _describe(found: Resolved) -> str:
+    return f"{found.name!r}" if found.source == "builtin" else f"{found.name!r} ({found.source} {found.origin})"
 
 
 def load_examples(config: TrainConfig) -> list[Example]:
     name = config.data.source
-    factory = _builtin(name)
-    if factory is not None:
-        examples = factory(config)
-    elif is_dotted(name):
-        fn, module = resolve(name, config.plugins.search_paths)
-        examples = _materialise(fn(config), f"{name!r} ({module})")
-    else:
-        ep = lookup("retrain.data", name)
-        if ep is None:
-            raise DataError(f"unknown data source {name!r}")
-        examples = _materialise(ep.load()(config), f"{name!r} (entry point {ep.value})")
+    found = lookup("data_source", name, config.plugins.search_paths)
+    where = _describe(found)
+    examples = _materialise(found.obj(config), where)
     if config.training.max_examples > 0:
         examples = examples[: config.training.max_examples]
     if not examples:
-        raise DataError(f"data source {name!r} produced no examples")
+        raise DataError(f"data source {where} produced no examples")
     return examples

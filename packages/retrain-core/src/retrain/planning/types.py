@@ -8,6 +8,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
+from retrain.errors import UserError
+
 Mask = NDArray[np.int8]
 
 
@@ -16,5 +18,5 @@ class PlanningDetector(Protocol):
     def mask(self, tokens: Sequence[str]) -> Mask: ...
 
 
-class PlanningUnavailable(RuntimeError):
+class PlanningUnavailable(UserError, RuntimeError):
     """A detector that cannot be built here (a missing optional package)."""

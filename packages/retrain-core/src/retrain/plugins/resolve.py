@@ -13,8 +13,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from retrain.errors import UserError
 
-class PluginError(ImportError):
+
+class PluginError(UserError, ImportError):
     """A dotted plugin path that cannot be resolved; the message says why."""
 
 

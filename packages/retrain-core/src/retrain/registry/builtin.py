@@ -101,7 +101,7 @@ NAMES: dict[str, tuple[str, ...]] = {
 _ADV = "retrain.advantages"
 #: Where each built-in lives (`module:attr`; an attr that is a mapping is indexed by name).
 #: Imported only when the name is resolved. Backends live in `retrain.backends.catalog`;
-#: data sources, engines and environments in their own distributions.
+#: engines and environments in their own distributions.
 TARGETS: dict[str, dict[str, str]] = {
     "advantage_mode": {n: f"{_ADV}.episode:BUILTIN_EPISODE" for n in ADVANTAGE_MODES},
     "transform_mode": {n: f"{_ADV}.transform:BUILTIN_TRANSFORMS" for n in TRANSFORM_MODES},
@@ -116,6 +116,10 @@ TARGETS: dict[str, dict[str, str]] = {
     "planning_detector": {
         "regex": "retrain.planning.regex:RegexDetector",
         "semantic": "retrain.planning.semantic:SemanticDetector",
+    },
+    "data_source": {
+        "arithmetic": "retrain.data.arithmetic:load_arithmetic",
+        "math": "retrain.data.math:load_math",
     },
     "backpressure": {
         "noop": "retrain.training.backpressure:NoopBackpressure",

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from retrain.errors import UserError
 from retrain.plugins.resolve import PluginError, is_dotted, resolve
 from retrain.registry import builtin, entry_points
 
@@ -22,7 +23,7 @@ Source = Literal["builtin", "registered", "entry_point", "plugin"]
 _REGISTERED: dict[str, dict[str, Any]] = {}
 
 
-class UnknownComponent(LookupError):
+class UnknownComponent(UserError, LookupError):
     """A name that is neither built in, registered, an entry point, nor a dotted path."""
 
 

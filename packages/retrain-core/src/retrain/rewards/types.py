@@ -8,6 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from retrain.advantages.ragged import Floats
+from retrain.errors import UserError
 
 
 @runtime_checkable
@@ -17,7 +18,7 @@ class Reward(Protocol):
     def score(self, response: str, reference: str) -> Any: ...
 
 
-class RewardUnavailable(RuntimeError):
+class RewardUnavailable(UserError, RuntimeError):
     """A reward that cannot be built here (a missing optional package); the message says
     which package and how to install it."""
 

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from retrain.config.schema import TrainConfig
+from retrain.errors import UserError
 from retrain.training.log import METRICS, RunLog
 from retrain.training.state import STATE_FILE, TrainerState, read_state
 
 
-class RunDirError(RuntimeError):
+class RunDirError(UserError, RuntimeError):
     """The log directory cannot be used as asked; the message says what to do."""
 
 

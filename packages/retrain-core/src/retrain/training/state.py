@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from retrain.errors import UserError
 from retrain.io.atomic import write_json_atomic
 
 STATE_FILE = "trainer_state.json"
@@ -40,7 +41,7 @@ class TrainerState(msgspec.Struct, kw_only=True):
         return self.checkpoint_name == "final"
 
 
-class StateError(ValueError):
+class StateError(UserError, ValueError):
     """A trainer_state.json that cannot be used to resume."""
 
 

@@ -19,6 +19,7 @@ from retrain.backends.create import capabilities, create_backend, require_runnab
 from retrain.backends.protocol import TrainBackend
 from retrain.config.schema import TrainConfig
 from retrain.data.source import load_examples
+from retrain.errors import UserError
 from retrain.io.log import read_jsonl
 from retrain.training import faults
 from retrain.training.backpressure import StepObservation
@@ -39,7 +40,7 @@ from retrain.training.warmup import WarmupData, warmup_batch_size, warmup_lr
 SUMMARY_WINDOW = 10
 
 
-class FlowError(RuntimeError):
+class FlowError(UserError, RuntimeError):
     """The preflight trace found the configured algorithm unusable on this backend."""
 
 

@@ -16,12 +16,13 @@ from typing import Any
 
 from retrain.config.schema import TrainConfig
 from retrain.config.snapshot import sections_snapshot
+from retrain.errors import UserError
 
 WANDB_HINT = "pip install 'retrain-core[wandb]'"
 PREFIX = "train/"
 
 
-class WandbMissing(RuntimeError):
+class WandbMissing(UserError, RuntimeError):
     def __init__(self) -> None:
         super().__init__(f"[logging] wandb_project is set but the `wandb` package is not installed "
                          f"({WANDB_HINT}, or clear wandb_project)")

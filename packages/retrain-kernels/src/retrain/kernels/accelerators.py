@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from functools import cache
 from typing import TYPE_CHECKING, Literal
 
+from retrain.errors import UserError
+
 if TYPE_CHECKING:
     import torch
 
@@ -38,7 +40,7 @@ _mode: Mode = "auto"
 _calls: dict[str, Counter[str]] = {op: Counter() for op in OPS}
 
 
-class KernelUnavailableError(RuntimeError):
+class KernelUnavailableError(UserError, RuntimeError):
     """The Triton path was forced but cannot run for this call."""
 
 

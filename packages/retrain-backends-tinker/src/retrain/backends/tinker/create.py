@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import NoReturn
 
-from retrain.backends.errors import BackendNotAvailable
+from retrain.backends.errors import BackendUnavailable
 
 
 def create_backend(config: object) -> NoReturn:
-    raise BackendNotAvailable("retrain-backends-tinker", "the tinker backend")
+    raise BackendUnavailable.not_built("retrain-backends-tinker", "the tinker backend")

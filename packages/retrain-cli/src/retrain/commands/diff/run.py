@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from retrain.commands.errors import UsageError
 from retrain.diff.compute import Side, compare, load_condition, load_run
 from retrain.diff.format import render
+from retrain.errors import UserError
 from retrain.status.plot import Curves, require_matplotlib, write_plot
 
 USAGE = "retrain diff RUN_A RUN_B  |  retrain diff CAMPAIGN_DIR CONDITION_A CONDITION_B"
@@ -20,9 +20,9 @@ def load_sides(targets: list[str]) -> tuple[Side, Side]:
     if len(targets) == 3:
         campaign = Path(targets[0])
         if not (campaign / "manifest.json").is_file():
-            raise UsageError(f"{campaign} is not a campaign folder (no manifest.json)", hint=USAGE)
+            raise UserError(f"{campaign} is not a campaign folder (no manifest.json)", hint=USAGE)
         return load_condition(campaign, targets[1]), load_condition(campaign, targets[2])
-    raise UsageError(f"diff takes 2 runs or a campaign and 2 conditions, got {len(targets)} arguments",
+    raise UserError(f"diff takes 2 runs or a campaign and 2 conditions, got {len(targets)} arguments",
                      hint=USAGE)
 
 

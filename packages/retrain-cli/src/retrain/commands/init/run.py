@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from retrain.commands.errors import UsageError
 from retrain.commands.init.templates import TEMPLATES
 from retrain.config.errors import did_you_mean
+from retrain.errors import UserError
 from retrain.io.atomic import write_text_atomic
 
 
@@ -19,11 +19,11 @@ def run(template: str, list_: bool, output: str | None, force: bool) -> None:
         return
     chosen = TEMPLATES.get(template)
     if chosen is None:
-        raise UsageError(f"unknown template {template!r}",
+        raise UserError(f"unknown template {template!r}",
                          hint=did_you_mean(template, TEMPLATES) or f"one of: {', '.join(TEMPLATES)}")
     target = Path(output or chosen.filename)
     if target.exists() and not force:
-        raise UsageError(f"{target} already exists — refusing to overwrite", hint="pass --force or --output OTHER.toml")
+        raise UserError(f"{target} already exists — refusing to overwrite", hint="pass --force or --output OTHER.toml")
     write_text_atomic(target, chosen.text())
     print(f"Created {target} (template: {chosen.name})")
     shown = target if target.is_absolute() else Path(os.curdir) / target

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from retrain.commands.errors import UsageError
 from retrain.commands.manual.topic import FOLDER, load_topic, topic_names
 from retrain.config.errors import did_you_mean
+from retrain.errors import UserError
 
 
 def run(topic: str | None, list_topics: bool, as_json: bool, path: bool) -> None:
@@ -22,7 +22,7 @@ def run(topic: str | None, list_topics: bool, as_json: bool, path: bool) -> None
     for name in names:
         t = load_topic(name)
         if t is None:
-            raise UsageError(f"unknown topic {name!r}",
+            raise UserError(f"unknown topic {name!r}",
                              hint=did_you_mean(name.lower(), topic_names()) or "`retrain man --list-topics` lists them")
         topics.append(t)
     if as_json:

@@ -9,28 +9,29 @@ import sys
 import tomllib
 from pathlib import Path
 
-from retrain.commands.errors import CommandFailed, UsageError
+from retrain.commands.errors import CommandFailed
 from retrain.config.migrate import migrate_text
 from retrain.config.source import parse_toml, read_toml
+from retrain.errors import UserError
 from retrain.io.atomic import write_text_atomic
 
 
 def _check_modes(config: str | None, *, check: bool, write: bool, output: str | None, backup: bool,
                  stdin: bool, stdout: bool) -> None:
     if stdin and config:
-        raise UsageError("pass either a config path or --stdin, not both")
+        raise UserError("pass either a config path or --stdin, not both")
     if not stdin and not config:
-        raise UsageError("migrate-config needs a config path (or --stdin)")
+        raise UserError("migrate-config needs a config path (or --stdin)")
     if check and (write or output or stdout or backup):
-        raise UsageError("--check only reports; it cannot be combined with --write, --output, --stdout or --backup")
+        raise UserError("--check only reports; it cannot be combined with --write, --output, --stdout or --backup")
     if stdin and write:
-        raise UsageError("--write rewrites a file; with --stdin use --stdout or --output")
+        raise UserError("--write rewrites a file; with --stdin use --stdout or --output")
     if write and output:
-        raise UsageError("choose --write (in place) or --output PATH")
+        raise UserError("choose --write (in place) or --output PATH")
     if stdout and (write or output):
-        raise UsageError("--stdout cannot be combined with --write or --output")
+        raise UserError("--stdout cannot be combined with --write or --output")
     if backup and not write:
-        raise UsageError("--backup only applies to --write")
+        raise UserError("--backup only applies to --write")
 
 
 def run(config: str | None, *, check: bool, write: bool, output: str | None, backup: bool,
@@ -39,7 +40,7 @@ def run(config: str | None, *, check: bool, write: bool, output: str | None, bac
     if stdin:
         text = sys.stdin.read()
         if not text.strip():
-            raise UsageError("standard input is empty")
+            raise UserError("standard input is empty")
         name = "<stdin>"
         parse_toml(text, name)  # raises a ConfigError for malformed TOML
     else:
@@ -49,7 +50,7 @@ def run(config: str | None, *, check: bool, write: bool, output: str | None, bac
     try:
         result = migrate_text(text)
     except tomllib.TOMLDecodeError as exc:  # pragma: no cover - parse_toml caught it already
-        raise UsageError(f"{name}: malformed TOML: {exc}") from None
+        raise UserError(f"{name}: malformed TOML: {exc}") from None
     diff = "".join(difflib.unified_diff(text.splitlines(keepends=True), result.output_text.splitlines(keepends=True),
                                         fromfile=name, tofile=f"{name}.migrated"))
     mode = "check" if check else "write" if write else "output" if output else "stdout" if stdout else "preview"

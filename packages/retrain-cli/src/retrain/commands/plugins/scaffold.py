@@ -10,17 +10,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from retrain.commands.errors import UsageError
 from retrain.commands.plugins.kinds import KINDS
 from retrain.commands.plugins.name import class_name, sanitize
 from retrain.commands.plugins.template import render
 from retrain.config.errors import did_you_mean
+from retrain.errors import UserError
 
 
 def scaffold(kind: str, raw_name: str, output_dir: str, with_test: bool) -> list[Path]:
     spec = KINDS.get(kind)
     if spec is None:
-        raise UsageError(
+        raise UserError(
             f"unknown plugin kind {kind!r}",
             hint=did_you_mean(kind, KINDS) or f"one of: {', '.join(KINDS)}",
         )
@@ -34,7 +34,7 @@ def scaffold(kind: str, raw_name: str, output_dir: str, with_test: bool) -> list
         targets.append(test)
     for path in targets:
         if path.exists():
-            raise UsageError(
+            raise UserError(
                 f"{path} already exists", hint="choose another --name or remove the file"
             )
     values = {"name": name, "attr": attr, "class": class_name(name)}
@@ -61,7 +61,7 @@ def snippet(kind: str, raw_name: str, output_dir: str) -> str:
 
 def run(kind: str | None, name: str | None, output_dir: str, with_test: bool) -> None:
     if not kind or not name:
-        raise UsageError(
+        raise UserError(
             "init-plugin needs --kind and --name",
             hint=f"kinds: {', '.join(KINDS)}; e.g. retrain init-plugin --kind transform --name my_credit",
         )

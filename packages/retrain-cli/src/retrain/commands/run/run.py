@@ -6,9 +6,10 @@ import os
 import sys
 
 from retrain.commands.config_args import resolve_config_args
-from retrain.commands.errors import CommandFailed, UsageError
+from retrain.commands.errors import CommandFailed
 from retrain.commands.warnings import print_warnings
 from retrain.config import load_config, read_toml
+from retrain.errors import UserError
 
 
 def run(args: list[str]) -> None:
@@ -16,37 +17,26 @@ def run(args: list[str]) -> None:
     kind = read_toml(path).kind if path else "single"
     if kind != "single":
         if overrides:
-            raise UsageError(f"override flags apply to single runs; {path} is a {kind} config",
+            raise UserError(f"override flags apply to single runs; {path} is a {kind} config",
                              hint=f"edit the file's [{kind}] table or its base sections instead")
-        raise UsageError(f"{kind} runs are not available in this version of retrain ({path})",
+        raise UserError(f"{kind} runs are not available in this version of retrain ({path})",
                          hint="`retrain explain` previews it")
     loaded = load_config(path, overrides)
     print_warnings(loaded.warnings)
     config = loaded.config
     if config.training.trainer != "retrain":
-        raise UsageError(f"trainer {config.training.trainer!r} is not available in this version "
+        raise UserError(f"trainer {config.training.trainer!r} is not available in this version "
                          "(only the RL trainer 'retrain' is)", hint='[training] trainer = "retrain"')
     train(config, loaded.path)
 
 
 def train(config: object, config_path: str) -> None:
-    from retrain.backends.create import BackendUnavailable
     from retrain.commands.run.progress import make_reporter
-    from retrain.data.source import DataError
-    from retrain.plugins.resolve import PluginError
-    from retrain.rewards.types import RewardUnavailable
-    from retrain.training.rundir import RunDirError
-    from retrain.training.state import StateError
-    from retrain.training.trainer import FlowError
     from retrain.training.trainer import train as run_training
-    from retrain.training.wandb import WandbMissing
 
     try:
         run_training(config, make_reporter(), config_path=config_path)  # type: ignore[arg-type]
-    except (BackendUnavailable, DataError, RewardUnavailable, RunDirError, StateError, PluginError,
-            FlowError, WandbMissing) as exc:
-        raise UsageError(str(exc)) from None
-    except (KeyboardInterrupt, CommandFailed):
+    except (UserError, KeyboardInterrupt, CommandFailed):
         raise
     except Exception as exc:
         if os.environ.get("RETRAIN_DEBUG"):

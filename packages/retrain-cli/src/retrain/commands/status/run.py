@@ -10,7 +10,7 @@ from pathlib import Path
 
 import msgspec
 
-from retrain.commands.errors import UsageError
+from retrain.errors import UserError
 from retrain.status.format import render
 from retrain.status.plot import require_matplotlib, run_curves, write_plot
 from retrain.status.scan import StatusReport, scan_all, visible
@@ -21,7 +21,7 @@ CLEAR = "\x1b[2J\x1b[H"
 def log_root(logdir: str) -> Path:
     root = Path(logdir)
     if not root.is_dir():
-        raise UsageError(f"No log directory found: {logdir}",
+        raise UserError(f"No log directory found: {logdir}",
                          hint="pass the folder that holds your runs (default: logs)")
     return root
 
@@ -54,7 +54,7 @@ def run(logdir: str = "logs", *, as_json: bool = False, show_all: bool = False, 
         watch_: bool = False, plot: str | None = None, interval: float = 5.0) -> None:
     root = log_root(logdir)
     if interval <= 0:
-        raise UsageError("--interval must be positive")
+        raise UserError("--interval must be positive")
     if plot:
         require_matplotlib()
     show_all = show_all and not active

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import sys
 
-from retrain.commands.errors import UsageError
 from retrain.commands.status.run import log_root
+from retrain.errors import UserError
 from retrain.status.export.server import LOOPBACK_HOSTS, make_server
 
 
 def run(logdir: str = "logs", host: str = "127.0.0.1", port: int = 9108, cache_seconds: float = 2.0) -> None:
     root = log_root(logdir)
     if not 0 <= port <= 65535:
-        raise UsageError(f"--port {port} is not a TCP port")
+        raise UserError(f"--port {port} is not a TCP port")
     if cache_seconds < 0:
-        raise UsageError("--cache-seconds must be >= 0")
+        raise UserError("--cache-seconds must be >= 0")
     try:
         server = make_server(root, host, port, cache_seconds)
     except OSError as exc:
-        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     if host not in LOOPBACK_HOSTS:
         print(f"warning: listening on {host}: run names and metrics are visible to that network",
               file=sys.stderr)

@@ -14,6 +14,13 @@ from retrain.plugins.resolve import is_dotted
 from retrain.registry import builtin
 from retrain.registry.entry_points import names as entry_point_names
 
+
+def runtime_names(group: str) -> list[str]:
+    """Names given at run time with `registry.register` to the kind that reads `group`."""
+    from retrain.registry.core import registered
+
+    return [name for kind, g in builtin.ENTRY_POINT_GROUPS.items() if g == group for name in registered(kind)]
+
 _SELECTOR_KEYS = ("uncertainty_kind", "uncertainty_metric", "token_uncertainty")
 
 
@@ -22,7 +29,7 @@ def check_selector(value: str, builtins: Sequence[str], group: str | None, key: 
     """None when `value` names a built-in, an entry point of `group`, or a dotted path."""
     if value in builtins or is_dotted(value):
         return None
-    registered = entry_point_names(group) if group else ()
+    registered = [*entry_point_names(group), *runtime_names(group)] if group else []
     if value in registered:
         return None
     known = [*builtins, *registered]
