@@ -107,7 +107,36 @@ def test_run_writes_the_run_directory(reference: dict[str, object]) -> None:
     assert meta["versions"]["retrain-core"]
     assert not (logs / "run.pid").exists()
     assert (root / "adapters" / "checkpoint_step_2" / "optimizer.pt").exists()
+    assert (logs / "latest_sampler_path.txt").read_text() == f"{root / 'adapters' / 'final'}\n"
     assert "Training complete" in str(reference["stderr"])
+
+
+def test_sepa_schedule_counts_warmup_steps(reference: dict[str, object]) -> None:
+    """spec algorithms.md §8: lambda_lin(step) uses the global step, SFT warmup included.
+    delay 1, steps 4, 3 warmup steps, gate open: RL step s has global step 3 + s, so
+    lambda = min((3 + s - 1) / 4, 1)."""
+    rows = [r for r in read_jsonl(Path(str(reference["root"])) / "logs" / "metrics.jsonl") if r.get("phase") != "sft"]
+    assert [r["sepa_lambda"] for r in rows] == [0.5, 0.75, 1.0, 1.0, 1.0, 1.0]
+
+
+def test_every_checkpoint_loads_with_peft(reference: dict[str, object]) -> None:
+    """Checkpoints keep the reference layout: the adapter files at the top level, so user
+    scripts load `checkpoint_step_N/` (and `final/`) with PeftModel.from_pretrained."""
+    from peft import PeftModel
+    from safetensors.torch import load_file
+
+    from retrain.models.load import ModelSpec, load_model
+
+    root = Path(str(reference["root"]))
+    folders = [*sorted((root / "adapters").glob("checkpoint_step_*")), root / "adapters" / "final"]
+    assert [f.name for f in folders] == ["checkpoint_step_2", "checkpoint_step_4", "checkpoint_step_6", "final"]
+    for folder in folders:
+        base = load_model(ModelSpec("tiny"), seed=0)
+        model = PeftModel.from_pretrained(base, str(folder))
+        saved = load_file(str(folder / "adapter_model.safetensors"))
+        loaded = {k: v for k, v in model.state_dict().items() if "lora_" in k}
+        assert len(saved) == len(loaded) > 0, folder
+        assert all(any(v.equal(w) for w in loaded.values()) for v in saved.values()), folder
 
 
 def test_rerun_refuses_to_overwrite(reference: dict[str, object]) -> None:
@@ -142,6 +171,9 @@ def test_sigkill_then_resume_is_bit_identical(reference: dict[str, object], tmp_
     for key in ("metrics", "steps", "generations"):
         assert got[key] == reference[key], key
     assert got["adapter"] == reference["adapter"]
+    # the end-of-run summary covers the whole run, not only the steps after the resume
+    summary = [line for line in str(reference["stderr"]).splitlines() if "mean reward" in line]
+    assert summary and summary == [line for line in resumed.stderr.splitlines() if "mean reward" in line]
 
 
 def test_wandb_offline_logging(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ def worker(prompts: int, group: int, new_tokens: int, steps: int) -> dict[str, o
 
     from retrain.backends.local.backend import LocalBackend
     from retrain.config import load_config
-    from retrain.types import Datum
+    from retrain.types import Datum, SamplingParams
 
     config = load_config(None, ["--model", "tiny", "--devices", "cpu", "--seed", "0", "--lora-rank", "8",
                                 "--advantage-mode", "grpo", "--transform-mode", "none"], import_plugins=False).config
@@ -48,7 +48,7 @@ def worker(prompts: int, group: int, new_tokens: int, steps: int) -> dict[str, o
     for step in range(steps + 2):
         batch = [tok.encode_prompt(f"{a}+{b}=") for a, b in rng.integers(0, 10, size=(prompts, 2))]
         t0 = time.perf_counter()
-        out = backend.sample(batch, group, new_tokens, 1.0, 1.0)
+        out = backend.sample(batch, group, SamplingParams(max_tokens=new_tokens))
         t1 = time.perf_counter()
         datums = []
         for p, g in zip(batch, out, strict=True):
@@ -68,7 +68,7 @@ def worker(prompts: int, group: int, new_tokens: int, steps: int) -> dict[str, o
 
     for h in hooks:  # the gap is measured on the model's own distribution, before any update
         h.remove()
-    fresh = backend.sample(batch, group, new_tokens, 1.0, 1.0)
+    fresh = backend.sample(batch, group, SamplingParams(max_tokens=new_tokens))
     datums = [Datum(tokens=p + c.token_ids, logprobs=[0.0] * len(p) + c.logprobs,
                     advantages=[0.0] * len(p) + [1.0] * len(c.token_ids))
               for p, g in zip(batch, fresh, strict=True) for c in g]

@@ -10,7 +10,7 @@ import torch
 from retrain.backends.local.backend import LocalBackend
 from retrain.backends.local.batch import collate
 from retrain.backends.local.logprobs import action_logprobs
-from retrain.types import Datum
+from retrain.types import Datum, SamplingParams
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def test_training_logprobs_equal_naive_log_softmax(backend: LocalBackend) -> Non
 
 def test_sampling_honours_max_tokens_and_eos(backend: LocalBackend) -> None:
     prompts = [backend.tokenizer.encode_prompt("1+2="), backend.tokenizer.encode_prompt("33+4=")]
-    out = backend.sample(prompts, 3, 5, 1.0, 1.0)
+    out = backend.sample(prompts, 3, SamplingParams(max_tokens=5))
     assert [len(g) for g in out] == [3, 3]
     eos = set(backend.tokenizer.eos_token_ids)
     for group in out:
@@ -60,14 +60,14 @@ def test_sampling_honours_max_tokens_and_eos(backend: LocalBackend) -> None:
         with torch.no_grad():
             head.bias = torch.nn.Parameter(torch.zeros(head.out_features))
             head.bias[backend.tokenizer.eos_token_ids[0]] = 100.0
-    out = backend.sample(prompts, 2, 5, 1.0, 1.0)
+    out = backend.sample(prompts, 2, SamplingParams(max_tokens=5))
     assert all(c.token_ids == backend.tokenizer.eos_token_ids[:1] and c.finish_reason == "stop"
                for g in out for c in g)
 
 
 def test_sampled_logprobs_match_training_logprobs(backend: LocalBackend) -> None:
     prompts = [backend.tokenizer.encode_prompt(f"{i}+{i}=") for i in range(4)]
-    out = backend.sample(prompts, 4, 10, 1.0, 1.0)
+    out = backend.sample(prompts, 4, SamplingParams(max_tokens=10))
     datums = [Datum(tokens=p + c.token_ids, logprobs=[0.0] * len(p) + c.logprobs,
                     advantages=[0.0] * len(p) + [1.0] * len(c.token_ids)) for p, g in zip(prompts, out, strict=False) for c in g]
     batch = collate(datums, backend.tokenizer.pad_token_id, backend.device)
@@ -118,13 +118,13 @@ def test_checkpoint_round_trip_is_exact(tiny_config, tmp_path: Path) -> None:  #
     a.train_step(datums, 1e-2, 0.0)
     a.save_checkpoint(str(tmp_path / "ck"))
     after_a = a.train_step(datums, 1e-2, 0.0)
-    sample_a = a.sample([a.tokenizer.encode_prompt("5+5=")], 4, 6, 1.0, 1.0)
+    sample_a = a.sample([a.tokenizer.encode_prompt("5+5=")], 4, SamplingParams(max_tokens=6))
 
     b = LocalBackend(tiny_config())
-    b.sample([b.tokenizer.encode_prompt("1+1=")], 3, 4, 1.0, 1.0)  # move its RNG streams on
+    b.sample([b.tokenizer.encode_prompt("1+1=")], 3, SamplingParams(max_tokens=4))  # move its RNG streams on
     b.load_checkpoint(str(tmp_path / "ck"))
     after_b = b.train_step(datums, 1e-2, 0.0)
-    sample_b = b.sample([b.tokenizer.encode_prompt("5+5=")], 4, 6, 1.0, 1.0)
+    sample_b = b.sample([b.tokenizer.encode_prompt("5+5=")], 4, SamplingParams(max_tokens=6))
     assert after_a.loss == after_b.loss
     assert [c.token_ids for c in sample_a[0]] == [c.token_ids for c in sample_b[0]]
     for (_, pa), (_, pb) in zip(a.model.named_parameters(), b.model.named_parameters(), strict=False):

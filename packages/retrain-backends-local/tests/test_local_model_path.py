@@ -9,7 +9,7 @@ import torch
 
 from retrain.backends.local.backend import LocalBackend
 from retrain.models.load import ModelSpec, load_model, load_tokenizer
-from retrain.types import Datum
+from retrain.types import Datum, SamplingParams
 
 
 def test_local_directory_checkpoint(tiny_config, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -26,7 +26,7 @@ def test_local_directory_checkpoint(tiny_config, tmp_path: Path) -> None:  # typ
     with torch.no_grad():
         ids = torch.tensor([backend.tokenizer.encode_prompt("1+1=")])
         assert torch.allclose(model(input_ids=ids).logits, backend.model(input_ids=ids).logits, atol=1e-6)
-    out = backend.sample([backend.tokenizer.encode_prompt("1+1=")], 2, 4, 1.0, 1.0)
+    out = backend.sample([backend.tokenizer.encode_prompt("1+1=")], 2, SamplingParams(max_tokens=4))
     prompt = backend.tokenizer.encode_prompt("1+1=")
     c = out[0][0]
     step = backend.train_step([Datum(tokens=prompt + c.token_ids, logprobs=[0.0] * len(prompt) + c.logprobs,

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from retrain.config import load_config
 from retrain.data.arithmetic import arithmetic_examples
-from retrain.data.source import DataError, load_examples
+from retrain.data.source import DataError, Example, load_examples
 
 
 def test_arithmetic_is_complete_seeded_and_verifiable() -> None:
@@ -43,3 +44,59 @@ def test_math_from_a_local_copy(tmp_path: Path) -> None:
     c = load_config(None, ["--data-source", "math", "--data-path", str(tmp_path)]).config
     examples = load_examples(c)
     assert [(e.prompt, e.reference) for e in examples] == [("What is 1+1?", "2"), ("2*3?", "6")]
+
+
+REFERENCE_STYLE_PLUGIN = '''
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Example:  # the reference's own record: prompt, reference, task, info, example_id
+    prompt: str
+    reference: str
+    task: str = "default"
+    info: dict = field(default_factory=dict)
+    example_id: int = 0
+
+
+class Source:
+    def __init__(self, config):
+        self.n = config.training.max_examples or 3
+
+    def load(self):
+        return [Example(prompt=f"{i}+{i}=", reference=str(2 * i), info={"seed": i}, example_id=i)
+                for i in range(5)]
+
+
+def factory(config):
+    return Source(config)
+'''
+
+
+def test_reference_style_plugin_with_load_and_example_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "ref_data.py").write_text(REFERENCE_STYLE_PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    c = load_config(None, ["--data-source", "ref_data.factory", "--max-examples", "3"]).config
+    examples = load_examples(c)
+    assert [(e.prompt, e.reference, e.example_id, e.info) for e in examples] == [
+        ("0+0=", "0", 0, {"seed": 0}), ("1+1=", "2", 1, {"seed": 1}), ("2+2=", "4", 2, {"seed": 2})]
+
+
+def test_registered_data_source_is_used() -> None:
+    from retrain.registry.core import register, unregister
+
+    register("data_source", "mine", lambda config: [Example(prompt="q", reference="a")])
+    try:
+        c = load_config(None, ["--data-source", "mine"]).config
+        assert load_examples(c) == [Example(prompt="q", reference="a")]
+    finally:
+        unregister("data_source", "mine")
+
+
+def test_unknown_data_source_names_what_is_available() -> None:
+    from retrain.errors import UserError
+
+    c = load_config(None, ["--data-source", "arithmetic"]).config
+    c = msgspec.structs.replace(c, data=msgspec.structs.replace(c.data, source="nope"))
+    with pytest.raises(UserError, match=r"unknown data source 'nope'.*arithmetic"):
+        load_examples(c)

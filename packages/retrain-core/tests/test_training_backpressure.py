@@ -2,6 +2,7 @@
 
 import json
 
+import msgspec
 import pytest
 
 from retrain.training.backpressure import (
@@ -12,6 +13,7 @@ from retrain.training.backpressure import (
     usl_capacity,
     warmup_sizes,
 )
+from retrain.training.state import BackpressureState
 
 
 def observe_usl(bp, ps, lam=100.0, sigma=0.1, kappa=0.01):
@@ -81,12 +83,14 @@ def test_state_round_trip():
     a = UslBackpressure(warmup_steps=2)
     observe_usl(a, [1, 2, 4, 8])
     b = UslBackpressure(warmup_steps=2)
-    b.load_state_dict(json.loads(json.dumps(a.state_dict())))
+    saved = json.loads(json.dumps(msgspec.to_builtins(a.state())))
+    assert saved["kind"] == "usl"
+    b.load_state(msgspec.convert(saved, BackpressureState))
     observe_usl(a, [6])
     observe_usl(b, [6])
-    assert a.recommend() == b.recommend() and a.state_dict() == b.state_dict()
+    assert a.recommend() == b.recommend() and a.state() == b.state()
     with pytest.raises(ValueError):
-        b.load_state_dict({"kind": "noop"})
+        b.load_state(msgspec.convert({"kind": "noop"}, BackpressureState))
 
 
 def test_warmup_sweep_and_noop():

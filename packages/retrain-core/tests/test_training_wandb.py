@@ -5,6 +5,7 @@ import pytest
 from retrain.config.schema import LoggingConfig, TrainConfig
 from retrain.training.wandb import (
     WANDB_HINT,
+    NullSink,
     WandbMissing,
     WandbSink,
     create_wandb_sink,
@@ -33,7 +34,7 @@ def test_run_name_and_tags(tmp_path):
 
 
 def test_no_project_no_sink(tmp_path):
-    assert create_wandb_sink(config(tmp_path)) is None
+    assert isinstance(create_wandb_sink(config(tmp_path)), NullSink)
 
 
 def test_missing_wandb_names_the_package(tmp_path, monkeypatch):

@@ -24,6 +24,17 @@ class Completion(msgspec.Struct, kw_only=True):
     entropies: list[float] | None = None
 
 
+class SamplingParams(msgspec.Struct, frozen=True, kw_only=True):
+    """How one step samples. `want_entropy` asks the backend for the Shannon entropy of each
+    sampled position's distribution (`Completion.entropies`); a backend that cannot compute
+    it raises instead of returning None."""
+
+    max_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    want_entropy: bool = False
+
+
 class Datum(msgspec.Struct, kw_only=True):
     tokens: list[int]
     logprobs: list[float]

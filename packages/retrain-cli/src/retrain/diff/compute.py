@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from retrain.errors import UserError
+from retrain.io import layout
 from retrain.io.json import load_json_object
 from retrain.metrics.scan import number, scan_metrics_file
 from retrain.status.plot import PLOT_FIELDS
@@ -41,7 +42,7 @@ class Side:
 
 
 def _metrics_file(path: Path) -> Path:
-    return path if path.is_file() else path / "metrics.jsonl"
+    return path if path.is_file() else path / layout.METRICS
 
 
 def load_run(path: Path, label: str | None = None) -> Side:
@@ -98,7 +99,7 @@ def average(label: str, sides: list[Side]) -> Side:
 
 
 def load_condition(campaign: Path, condition: str) -> Side:
-    manifest = load_json_object(campaign / "manifest.json")
+    manifest = load_json_object(campaign / layout.MANIFEST)
     if manifest is None:
         raise UserError(f"no readable manifest.json in {campaign}")
     entries = [e for e in manifest.get("runs", []) if isinstance(e, dict)]
@@ -110,7 +111,7 @@ def load_condition(campaign: Path, condition: str) -> Side:
     sides = []
     for entry in chosen:
         log_dir = resolve_log_dir(campaign, entry)
-        if log_dir is not None and (log_dir / "metrics.jsonl").is_file():
+        if log_dir is not None and (log_dir / layout.METRICS).is_file():
             sides.append(load_run(log_dir))
     if not sides:
         raise UserError(f"no run of condition {condition!r} has metrics yet")

@@ -14,6 +14,8 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from retrain.io import layout
+
 _PID_MARK = re.compile(rb"\(pid=(\d+)\)")
 _LOG_FILES = ("stderr.log", "stdout.log")
 #: Seconds of clock slack between a process start and its pid file (boot time is whole seconds).
@@ -23,8 +25,8 @@ _START_SLACK_S = 2.0
 def read_pid(run_dir: Path, allows: Callable[[Path], bool] = lambda p: True) -> tuple[int | None, float | None]:
     """(pid, mtime of the file it came from), or (None, None). Files `allows` rejects are skipped."""
     try:
-        if allows(run_dir / "run.pid"):
-            with open(run_dir / "run.pid", "rb") as f:
+        if allows(run_dir / layout.PID):
+            with open(run_dir / layout.PID, "rb") as f:
                 data = f.read(64)
                 mtime = os.fstat(f.fileno()).st_mtime
             match = re.search(rb"\d+", data)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from retrain.errors import UserError
+from retrain.io import layout
 from retrain.metrics.scan import scan_metrics_file
 
 PLOT_HINT = "install matplotlib (pip install 'retrain-cli[plot]')"
@@ -39,7 +40,7 @@ def require_matplotlib() -> None:
 
 
 def run_curves(run_dir: Path, label: str) -> Curves:
-    scan = scan_metrics_file(run_dir / "metrics.jsonl", series_fields=PLOT_FIELDS)
+    scan = scan_metrics_file(run_dir / layout.METRICS, series_fields=PLOT_FIELDS)
     return Curves(label, scan.series)
 
 

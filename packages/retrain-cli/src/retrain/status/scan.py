@@ -22,6 +22,7 @@ from typing import Any
 
 import msgspec
 
+from retrain.io import layout
 from retrain.io.json import load_json_object
 from retrain.metrics.scan import Tail, number, read_tail, row_step_time
 from retrain.status.pid import pid_alive, read_pid
@@ -32,7 +33,7 @@ HIDE_IDLE_AFTER_S = 24 * 3600.0
 TAIL_ROWS = 16
 STATES = ("running", "stale", "pending", "dead", "failed", "finished")
 ENDED = frozenset({"finished", "failed"})
-_SKIP_DIRS = frozenset({"wandb", "emergence", "__pycache__"})
+_SKIP_DIRS = frozenset({"wandb", layout.EMERGENCE_DIR, "__pycache__"})
 _RUN_NAME = re.compile(r"^(?P<label>.+)_s(?P<seed>-?\d+)$")
 
 
@@ -175,9 +176,9 @@ def scan_run(
     seed: int | None = None,
     returncode: int | None = None,
 ) -> RunSummary:
-    tail = scope.tail(path / "metrics.jsonl")
-    state_file = scope.json(path / "trainer_state.json")
-    meta = scope.json(path / "run_meta.json")
+    tail = scope.tail(path / layout.METRICS)
+    state_file = scope.json(path / layout.TRAINER_STATE)
+    meta = scope.json(path / layout.RUN_META)
     last = tail.last or {}
     pid, pid_written = read_pid(path, scope.allows)
     alive = pid_alive(pid, pid_written) if pid is not None else None
@@ -289,7 +290,7 @@ def campaign_status(runs: Iterable[RunSummary], runner_alive: bool | None) -> st
 
 
 def scan_campaign(path: Path, scope: Scope, *, now: float) -> CampaignSummary:
-    manifest_path = path / "manifest.json"
+    manifest_path = path / layout.MANIFEST
     manifest = scope.json(manifest_path)
     error = None if manifest else "manifest.json is missing or unreadable"
     entries = [e for e in manifest.get("runs", []) if isinstance(e, dict)] if manifest else []
@@ -356,7 +357,7 @@ def find_runs(root: Path, skip: set[str]) -> list[Path]:
     are checkpoints and logs), a campaign in `skip`, hidden folders or W&B folders."""
     found: list[Path] = []
     for folder, dirs, files in os.walk(root):
-        if "metrics.jsonl" in files:
+        if layout.METRICS in files:
             found.append(Path(folder))
             dirs[:] = []
             continue
@@ -366,10 +367,10 @@ def find_runs(root: Path, skip: set[str]) -> list[Path]:
 
 
 def campaign_dirs(root: Path) -> list[Path]:
-    if (root / "manifest.json").is_file():
+    if (root / layout.MANIFEST).is_file():
         return [root]
     try:
-        children = [p for p in root.iterdir() if p.is_dir() and (p / "manifest.json").is_file()]
+        children = [p for p in root.iterdir() if p.is_dir() and (p / layout.MANIFEST).is_file()]
     except OSError:
         return []
     return sorted(children, key=lambda p: p.name)

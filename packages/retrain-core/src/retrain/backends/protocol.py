@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
-from retrain.types import Completion, Datum, TrainOutput
+from retrain.types import Completion, Datum, SamplingParams, TrainOutput
 
 
 @runtime_checkable
@@ -42,9 +42,10 @@ class TrainBackend(Protocol):
         """Make the latest weights visible to sampling (a no-op when they share the model)."""
         ...
 
-    def sample(self, prompts: Sequence[Sequence[int]], num_samples: int, max_tokens: int,
-               temperature: float, top_p: float) -> list[list[Completion]]:
-        """`num_samples` completions per prompt, all prompts in one batch where possible."""
+    def sample(self, prompts: Sequence[Sequence[int]], num_samples: int,
+               params: SamplingParams) -> list[list[Completion]]:
+        """`num_samples` completions per prompt, all prompts in one batch where possible;
+        `Completion.entropies` is filled exactly when `params.want_entropy`."""
         ...
 
     def train_step(self, datums: Sequence[Datum], lr: float, weight_decay: float) -> TrainOutput:

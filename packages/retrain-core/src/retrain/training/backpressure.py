@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from retrain.config.schema import TrainConfig
+from retrain.training.state import BackpressureState, NoopBackpressureState, UslBackpressureState
 
 Action = Literal["hold", "throttle", "increase"]
 Regime = Literal["warmup", "optimal", "retrograde", "compute_bound", "memory_bound"]
@@ -80,8 +81,8 @@ class Backpressure(Protocol):
     def observe(self, obs: StepObservation) -> None: ...
     def recommend(self) -> Recommendation: ...
     def warmup_batch_size(self, batch_index: int) -> int | None: ...
-    def state_dict(self) -> dict[str, Any]: ...
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+    def state(self) -> BackpressureState: ...
+    def load_state(self, state: BackpressureState) -> None: ...
 
 
 class NoopBackpressure:
@@ -99,10 +100,10 @@ class NoopBackpressure:
     def warmup_batch_size(self, batch_index: int) -> int | None:
         return None
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"kind": "noop"}
+    def state(self) -> BackpressureState:
+        return NoopBackpressureState()
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state(self, state: BackpressureState) -> None:
         return None
 
 
@@ -265,34 +266,20 @@ class UslBackpressure:
 
     # ------------------------------------------------------------------ checkpoint
 
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "kind": "usl",
-            "step_count": self.step_count,
-            "last_batch": self.last_batch,
-            "last_group": self.last_group,
-            "last_throughput": self.last_throughput,
-            "ema": self.ema,
-            "window": [[p, x] for p, x in self.window],
-            "lam": self.lam,
-            "sigma": self.sigma,
-            "kappa": self.kappa,
-            "p_star": self.p_star,
-            "fitted": self.fitted,
-            "regime": self.regime,
-        }
+    def state(self) -> BackpressureState:
+        return UslBackpressureState(
+            step_count=self.step_count, last_batch=self.last_batch, last_group=self.last_group,
+            last_throughput=self.last_throughput, ema=self.ema, window=list(self.window), lam=self.lam,
+            sigma=self.sigma, kappa=self.kappa, p_star=self.p_star, fitted=self.fitted, regime=self.regime)
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state.get("kind") != "usl":
-            raise ValueError(f"not a USL back-pressure state: kind {state.get('kind')!r}")
-        self.step_count = int(state["step_count"])
-        self.last_batch, self.last_group = int(state["last_batch"]), int(state["last_group"])
-        self.last_throughput = float(state["last_throughput"])
-        self.ema = None if state["ema"] is None else float(state["ema"])
-        self.window = deque(((float(p), float(x)) for p, x in state["window"]), maxlen=FIT_WINDOW)
-        self.lam, self.sigma = float(state["lam"]), float(state["sigma"])
-        self.kappa, self.p_star = float(state["kappa"]), float(state["p_star"])
-        self.fitted, self.regime = bool(state["fitted"]), str(state["regime"])
+    def load_state(self, state: BackpressureState) -> None:
+        if not isinstance(state, UslBackpressureState):
+            raise ValueError(f"not a USL back-pressure state: kind {type(state).__name__}")
+        self.step_count, self.last_batch, self.last_group = state.step_count, state.last_batch, state.last_group
+        self.last_throughput, self.ema = state.last_throughput, state.ema
+        self.window = deque(state.window, maxlen=FIT_WINDOW)
+        self.lam, self.sigma, self.kappa, self.p_star = state.lam, state.sigma, state.kappa, state.p_star
+        self.fitted, self.regime = state.fitted, state.regime
 
 
 def _det3(m: list[list[float]]) -> float:
@@ -312,6 +299,18 @@ def warmup_sizes(min_batch: int, max_batch: int) -> list[int]:
     if not sizes or sizes[-1] != max_batch:
         sizes.append(max_batch)
     return sizes
+
+
+def adjust(bp: Backpressure, enabled: bool, sizes: tuple[int, int], tokens: int, step_time_s: float, *,
+           skipped: bool) -> tuple[tuple[int, int], dict[str, Any]]:
+    """Feed one step to the controller; the (batch, group) sizes of the next step and the
+    `bp_*` metrics when back-pressure is enabled, else the same sizes and no metrics (the
+    controller still observes, so turning it on at a resume has a history)."""
+    bp.observe(StepObservation(sizes[0], sizes[1], tokens, step_time_s, skipped=skipped))
+    rec = bp.recommend()
+    if not enabled:
+        return sizes, {}
+    return (rec.batch_size, rec.group_size), rec.metrics()
 
 
 def build_backpressure(config: TrainConfig) -> Backpressure:

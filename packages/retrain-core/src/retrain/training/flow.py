@@ -10,6 +10,7 @@ from retrain.advantages.pipeline import AdvantagePipeline, build_pipeline
 from retrain.config.schema import TrainConfig
 from retrain.training.backpressure import Backpressure, build_backpressure
 from retrain.training.sepa import SepaController
+from retrain.types import SamplingParams
 
 
 @dataclass
@@ -19,6 +20,7 @@ class Flow:
     backpressure: Backpressure
     reward: Any  # retrain.rewards.create.RewardScorer
     detector: Any | None  # planning detector, built only when the pipeline needs masks
+    sampling: SamplingParams
 
     @property
     def condition(self) -> str:
@@ -36,5 +38,8 @@ def build_flow(config: TrainConfig) -> Flow:
 
     pipeline = build_pipeline(config)
     detector = build_detector(config) if pipeline.needs_planning else None
-    return Flow(pipeline=pipeline, sepa=SepaController.from_config(config),
-                backpressure=build_backpressure(config), reward=build_reward(config), detector=detector)
+    t = config.training
+    sampling = SamplingParams(max_tokens=t.max_tokens, temperature=t.temperature, top_p=t.top_p,
+                              want_entropy=pipeline.needs_entropies)
+    return Flow(pipeline=pipeline, sepa=SepaController.from_config(config), backpressure=build_backpressure(config),
+                reward=build_reward(config), detector=detector, sampling=sampling)

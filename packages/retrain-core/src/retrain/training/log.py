@@ -1,5 +1,7 @@
-"""A run directory's files: metrics, emergence logs, run_meta.json, run.pid, and the
-truncation that makes a resumed run's logs identical to an uninterrupted run's."""
+"""Side effects of recording a run: one call per training step writes its metrics row, its
+emergence rows and its W&B point; one call per checkpoint saves the backend and the trainer
+state; plus run_meta.json, run.pid, and the truncation that makes a resumed run's logs
+identical to an uninterrupted run's. The rows themselves are built in `telemetry`."""
 
 from __future__ import annotations
 
@@ -7,38 +9,56 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from retrain.io.atomic import write_json_atomic
+from retrain.io.atomic import write_json_atomic, write_text_atomic
+from retrain.io.layout import GENERATIONS, LATEST_SAMPLER, METRICS, PID, RUN_META, STEPS
 from retrain.io.log import JsonlLogger, encode_row, truncate_jsonl
 from retrain.training import faults
+from retrain.training.state import TrainerState, write_state
+from retrain.training.telemetry import generation_rows, steps_row
+from retrain.training.wandb import NullSink, WandbSink
 
-METRICS = "metrics.jsonl"
-STEPS = "emergence/steps.jsonl"
-GENERATIONS = "emergence/generations.jsonl"
-RUN_META = "run_meta.json"
-PID = "run.pid"
+if TYPE_CHECKING:
+    from retrain.backends.protocol import TrainBackend
+    from retrain.training.flow import Flow
+    from retrain.training.rollouts import StepRollouts
 
 
 class RunLog:
-    def __init__(self, log_dir: str | Path, *, log_generations: bool = True) -> None:
+    """The log directory of one run. `wandb` receives every row; W&B steps are global
+    (warmup steps first, then `warmup_steps + step`)."""
+
+    def __init__(self, log_dir: str | Path, *, log_generations: bool = True, generations_per_prompt: int = 0,
+                 warmup_steps: int = 0) -> None:
         self.dir = Path(log_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.metrics = JsonlLogger(self.dir / METRICS, flush_every=1)
         self.steps = JsonlLogger(self.dir / STEPS, flush_every=1)
         self.generations = JsonlLogger(self.dir / GENERATIONS, flush_every=32, flush_interval_s=1.0,
                                        enabled=log_generations)
+        self.generations_per_prompt = generations_per_prompt
+        self.warmup_steps = warmup_steps
+        self.wandb: WandbSink | NullSink = NullSink()
+        self.last_row: dict[str, Any] | None = None
 
-    def write_pid(self) -> None:
-        (self.dir / PID).write_text(f"{os.getpid()}\n", encoding="ascii")
+    # -- one step --------------------------------------------------------------------------
+    def record_warmup(self, row: Mapping[str, Any], step: int) -> None:
+        self._metrics(row)
+        self.wandb.log_step(row, step)
 
-    def clear_pid(self) -> None:
-        try:
-            (self.dir / PID).unlink()
-        except FileNotFoundError:
-            pass
+    def record_step(self, row: dict[str, Any], rollouts: StepRollouts, step: int, *, correct: int,
+                    total: int) -> None:
+        self._metrics(row)
+        self.wandb.log_step(row, self.warmup_steps + step)
+        self.steps.log(steps_row(row, correct, total))
+        for g in rollouts.groups:
+            self.generations.log_many(generation_rows(
+                step, g.example.prompt, g.texts, g.rewards.tolist(), [len(x.token_ids) for x in g.completions],
+                self.generations_per_prompt))
+        self.last_row = row
 
-    def log_metrics(self, row: Mapping[str, Any]) -> None:
+    def _metrics(self, row: Mapping[str, Any]) -> None:
         step = int(row.get("step", -1))
         if faults.armed("mid_metrics", step):
             line = encode_row(row)
@@ -49,6 +69,37 @@ class RunLog:
                 os.fsync(f.fileno())
             faults.crash_if("mid_metrics", step)
         self.metrics.log(row)
+
+    # -- one checkpoint --------------------------------------------------------------------
+    def checkpoint(self, backend: TrainBackend, flow: Flow, state: TrainerState, path: str | Path, *,
+                   step: int, phase: str = "") -> str:
+        """Save the backend under `path`, then the trainer state (controllers included) into
+        the checkpoint and the log directory, then `latest_sampler_path.txt`. The logs are
+        synced first, so a checkpoint never gets ahead of the rows it covers."""
+        self.sync()
+        saved = backend.save_checkpoint(str(path))
+        faults.crash_if(phase + "mid_checkpoint", step)
+        state.checkpoint_name, state.checkpoint_path = Path(path).name, saved
+        state.sepa, state.backpressure = flow.sepa.state(), flow.backpressure.state()
+        write_state(saved, state)  # the checkpoint is self-describing (step, data cursor, controllers)
+        self.finish_state(state)
+        faults.crash_if(phase + "after_checkpoint", step)
+        return saved
+
+    def finish_state(self, state: TrainerState) -> None:
+        write_state(self.dir, state)
+        if state.checkpoint_path:
+            write_text_atomic(self.dir / LATEST_SAMPLER, state.checkpoint_path + "\n")
+
+    # -- the run ---------------------------------------------------------------------------
+    def write_pid(self) -> None:
+        (self.dir / PID).write_text(f"{os.getpid()}\n", encoding="ascii")
+
+    def clear_pid(self) -> None:
+        try:
+            (self.dir / PID).unlink()
+        except FileNotFoundError:
+            pass
 
     def truncate_after(self, step: int, phase: str) -> None:
         """Drop rows written after the checkpoint being resumed (and any torn line).
@@ -68,7 +119,7 @@ class RunLog:
             truncate_jsonl(self.dir / name, keep)
 
     def sync(self) -> None:
-        """Flush and fsync every log, so a checkpoint never gets ahead of the rows it covers."""
+        """Flush and fsync every log."""
         for logger in (self.metrics, self.steps, self.generations):
             logger.flush()
             logger.fsync_now()
@@ -76,6 +127,8 @@ class RunLog:
     def write_meta(self, meta: Mapping[str, Any]) -> None:
         write_json_atomic(self.dir / RUN_META, {**meta, "updated_at": time.time()})
 
-    def close(self) -> None:
+    def close(self, exit_code: int = 0) -> None:
+        self.wandb.finish(exit_code)
+        self.wandb = NullSink()
         for logger in (self.metrics, self.steps, self.generations):
             logger.close()

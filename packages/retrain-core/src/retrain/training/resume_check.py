@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from retrain.io.layout import METRICS, PID, RUN_META
 from retrain.io.log import read_jsonl
-from retrain.training.log import METRICS, PID, RUN_META
 from retrain.training.state import STATE_FILE, StateError, read_state
 
 CHECKPOINT_FILES = ("checkpoint.json", "optimizer.pt", "rng.pt")
@@ -103,7 +103,7 @@ def check_resume(log_dir: str | Path, *, max_steps: int | None = None) -> Check:
             result.add("error", "checkpoint_missing", f"checkpoint {ref} does not exist")
         else:
             missing = [f for f in CHECKPOINT_FILES if not (path / f).exists()]
-            weights = (path / "adapter").is_dir() or (path / "model").is_dir()
+            weights = _has_weights(path)
             if missing or not weights:
                 result.add("error", "checkpoint_incomplete",
                            f"checkpoint {path} lacks {', '.join(missing + ([] if weights else ['weights']))}")
@@ -115,3 +115,10 @@ def check_resume(log_dir: str | Path, *, max_steps: int | None = None) -> Check:
         result.add("info", "rows_after_checkpoint",
                    f"{len(later)} logged rows after the checkpoint will be dropped and recomputed")
     return result
+
+
+def _has_weights(checkpoint: Path) -> bool:
+    """safetensors weights at the top level (an adapter or a full model), or under the
+    `adapter/` or `model/` folder of a retrain 0.1.0 checkpoint."""
+    return any(any(folder.glob("*.safetensors")) for folder in (checkpoint, checkpoint / "adapter", checkpoint / "model")
+               if folder.is_dir())

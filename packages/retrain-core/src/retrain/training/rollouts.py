@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from retrain.training.signals import (
     summarize_reward_ties,
     tie_metrics,
 )
-from retrain.types import Completion, Datum, Example
+from retrain.types import Completion, Datum, Example, TrainOutput
 
 
 @dataclass
@@ -59,10 +60,10 @@ class StepRollouts:
         return sum(c.finish_reason == "length" for g in self.groups for c in g.completions)
 
 
-def collect(backend: TrainBackend, flow: Flow, batch: Sequence[tuple[Example, list[int]]], *, group_size: int,
-            max_tokens: int, temperature: float, top_p: float) -> StepRollouts:
+def collect(backend: TrainBackend, flow: Flow, batch: Sequence[tuple[Example, list[int]]], *,
+            group_size: int) -> StepRollouts:
     t0 = time.perf_counter()
-    samples = backend.sample([ids for _, ids in batch], group_size, max_tokens, temperature, top_p)
+    samples = backend.sample([ids for _, ids in batch], group_size, flow.sampling)
     t1 = time.perf_counter()
     tok = backend.tokenizer
     texts = [[tok.decode(c.token_ids) for c in group] for group in samples]
@@ -81,11 +82,21 @@ class StepAdvantages:
     metrics: dict[str, float]
     correct: int
     total: int
+    sepa: dict[str, float] = field(default_factory=dict)  # the lambda this step used, the gate then
+
+    @cached_property
+    def informative(self) -> int:
+        """Tokens with a non-zero advantage: the tokens the update trains on."""
+        return nonzero_action_tokens(self.datums)
 
 
-def advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *, step: int, sepa_lambda: float,
-               adv_clip_max: float, tl_grpo: bool = False) -> StepAdvantages:
+def advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *, step: int, adv_clip_max: float,
+               tl_grpo: bool = False) -> StepAdvantages:
+    """`step` is the global step (warmup steps included), as SEPA's schedule defines it; the
+    lambda is resolved before this step's observations update the controller."""
     pipeline = flow.pipeline
+    sepa = flow.sepa.metrics(step)
+    sepa_lambda = sepa["sepa_lambda"] if pipeline.uses_sepa_controller else 0.0
     plugin = pipeline.episode_source != "builtin"
     ties = []
     kept: list[Group] = []
@@ -104,7 +115,7 @@ def advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *, ste
             masks = planning_masks(flow.detector, [backend.tokenizer.token_strings(c.token_ids) for c in g.completions])
         entropies = None
         if pipeline.needs_entropies:
-            entropies = [np.asarray(c.entropies or [], dtype=np.float64) for c in g.completions]
+            entropies = [_entropies(c) for c in g.completions]
         result = pipeline.compute_group(g.rewards, lps, planning_masks=masks, entropies=entropies,
                                         sepa_lambda=sepa_lambda, step=step)
         results.append(result)
@@ -129,8 +140,26 @@ def advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *, ste
             adv = next(it)
             datums.append(Datum(tokens=g.prompt_ids + c.token_ids, logprobs=pad + list(c.logprobs),
                                 advantages=pad + adv.tolist()))
-    return StepAdvantages(datums, metrics, correct, total)
+    return StepAdvantages(datums, metrics, correct, total, sepa)
+
+
+def _entropies(c: Completion) -> np.ndarray:
+    if c.entropies is None or len(c.entropies) != len(c.token_ids):
+        raise RuntimeError("the backend returned no per-token entropies although the sampling parameters asked "
+                           "for them (want_entropy); it breaks the TrainBackend.sample contract")
+    return np.asarray(c.entropies, dtype=np.float64)
 
 
 def nonzero_action_tokens(datums: Sequence[Datum]) -> int:
     return sum(sum(1 for a in d.advantages[1:] if a != 0.0) for d in datums)
+
+
+def train_on(backend: TrainBackend, adv: StepAdvantages, lr: float,
+             weight_decay: float) -> tuple[TrainOutput | None, float]:
+    """One optimizer update and its wall time; None (no update) when no datum has a token
+    with a non-zero advantage."""
+    if not adv.informative:
+        return None, 0.0
+    t0 = time.perf_counter()
+    out = backend.train_step(adv.datums, lr, weight_decay)
+    return out, time.perf_counter() - t0

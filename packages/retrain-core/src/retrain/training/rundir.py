@@ -12,7 +12,8 @@ from pathlib import Path
 
 from retrain.config.schema import TrainConfig
 from retrain.errors import UserError
-from retrain.training.log import METRICS, RunLog
+from retrain.io.layout import METRICS
+from retrain.training.log import RunLog
 from retrain.training.state import STATE_FILE, TrainerState, read_state
 
 

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
+import msgspec
 import numpy as np
 from numpy.typing import ArrayLike
 
 from retrain.config.schema import TrainConfig
+from retrain.training.state import SepaState
 
 SCHEDULES = ("linear", "auto")
 _MAX_VALUE = math.sqrt(float(np.finfo(np.float64).max))
@@ -129,44 +130,28 @@ class SepaController:
 
     # ------------------------------------------------------------------ checkpoint
 
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "sepa_steps": self.steps,
-            "sepa_schedule": self.schedule,
-            "sepa_delay_steps": self.delay_steps,
-            "sepa_correct_rate_gate": self.correct_rate_gate,
-            "sepa_ema_decay": self.ema_decay,
-            "sepa_var_threshold": self.var_threshold,
-            "sepa_warmup": self.warmup,
-            "eps": self.eps,
-            "var_ema": self.var_ema,
-            "var_0": self.var_0,
-            "warmup_seen": self.warmup_seen,
-            "gate_open": self.gate_open,
-        }
+    def state(self) -> SepaState:
+        return SepaState(
+            sepa_steps=self.steps,
+            sepa_schedule=self.schedule,
+            sepa_delay_steps=self.delay_steps,
+            sepa_correct_rate_gate=self.correct_rate_gate,
+            sepa_ema_decay=self.ema_decay,
+            sepa_var_threshold=self.var_threshold,
+            sepa_warmup=self.warmup,
+            eps=self.eps,
+            var_ema=self.var_ema,
+            var_0=self.var_0,
+            warmup_seen=self.warmup_seen,
+            gate_open=self.gate_open,
+        )
 
-    def load_state_dict(self, state: dict[str, Any]) -> list[str]:
+    def load_state(self, state: SepaState) -> list[str]:
         """Restore the dynamic state; returns a note for each setting that differs from the
         checkpoint (the current config wins, so the run may not match an uninterrupted one)."""
-
-        def number(key: str) -> float | None:
-            raw = state.get(key)
-            if raw is None:
-                return None
-            if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
-                raise ValueError(f"SEPA state {key!r} must be a finite number, got {raw!r}")
-            return float(raw)
-
-        seen = state.get("warmup_seen", 0)
-        if isinstance(seen, bool) or not isinstance(seen, int) or seen < 0:
-            raise ValueError(f"SEPA state 'warmup_seen' must be an integer >= 0, got {seen!r}")
-        gate = state.get("gate_open")
-        if not isinstance(gate, bool):
-            raise ValueError(f"SEPA state 'gate_open' must be a boolean, got {gate!r}")
-        self.var_ema, self.var_0 = number("var_ema"), number("var_0")
-        self.warmup_seen, self.gate_open = seen, gate
-        notes = []
-        for key, value in self.state_dict().items():
-            if key.startswith("sepa_") and key in state and state[key] != value:
-                notes.append(f"{key}: checkpoint {state[key]!r}, config {value!r}")
-        return notes
+        self.var_ema, self.var_0 = state.var_ema, state.var_0
+        self.warmup_seen, self.gate_open = state.warmup_seen, state.gate_open
+        mine = msgspec.structs.asdict(self.state())
+        theirs = msgspec.structs.asdict(state)
+        return [f"{key}: checkpoint {theirs[key]!r}, config {value!r}"
+                for key, value in mine.items() if key.startswith("sepa_") and theirs[key] != value]

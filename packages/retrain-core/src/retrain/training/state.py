@@ -2,21 +2,86 @@
 
 `step` is the last completed RL step (0-based; -1 before the first); `checkpoint_name` is
 `final` once the run finished. The reference's six integer fields keep their names so
-`retrain status` and the reference's readers understand our run directories.
+`retrain status` and the reference's readers understand our run directories; the
+controllers' states are typed structs whose JSON keys are the reference's too.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
 from retrain.errors import UserError
 from retrain.io.atomic import write_json_atomic
+from retrain.io.layout import TRAINER_STATE
 
-STATE_FILE = "trainer_state.json"
+STATE_FILE = TRAINER_STATE
+
+
+class SepaState(msgspec.Struct, kw_only=True):
+    """The SEPA controller's settings (to notice a changed config) and its dynamic state."""
+
+    sepa_steps: int = 500
+    sepa_schedule: str = "linear"
+    sepa_delay_steps: int = 50
+    sepa_correct_rate_gate: float = 0.1
+    sepa_ema_decay: float = 0.99
+    sepa_var_threshold: float = 0.2
+    sepa_warmup: int = 50
+    eps: float = 1e-8
+    var_ema: float | None = None
+    var_0: float | None = None
+    warmup_seen: int = 0
+    gate_open: bool = False
+
+    def __post_init__(self) -> None:
+        if self.warmup_seen < 0:
+            raise ValueError(f"SEPA state 'warmup_seen' must be an integer >= 0, got {self.warmup_seen}")
+        for key in ("var_ema", "var_0"):
+            value = getattr(self, key)
+            if value is not None and not math.isfinite(value):
+                raise ValueError(f"SEPA state {key!r} must be a finite number, got {value!r}")
+
+
+class NoopBackpressureState(msgspec.Struct, tag="noop", tag_field="kind"):
+    """Disabled back-pressure keeps nothing."""
+
+
+class UslBackpressureState(msgspec.Struct, tag="usl", tag_field="kind", kw_only=True):
+    step_count: int
+    last_batch: int
+    last_group: int
+    last_throughput: float
+    ema: float | None
+    window: list[tuple[float, float]]  # (concurrency p, throughput x), oldest first
+    lam: float
+    sigma: float
+    kappa: float
+    p_star: float
+    fitted: bool
+    regime: str
+
+
+BackpressureState = NoopBackpressureState | UslBackpressureState
+
+
+class RewardWindow(msgspec.Struct, kw_only=True):
+    """The mean rewards of the first and the last `size` RL steps, for the end-of-run summary;
+    kept in the state so a resumed run's summary covers the whole run."""
+
+    size: int = 10
+    first: list[float] = msgspec.field(default_factory=list)
+    last: list[float] = msgspec.field(default_factory=list)
+    steps: int = 0
+
+    def add(self, reward: float) -> None:
+        self.steps += 1
+        if len(self.first) < self.size:
+            self.first.append(reward)
+        self.last = [*self.last, reward][-self.size:]
 
 
 class TrainerState(msgspec.Struct, kw_only=True):
@@ -32,13 +97,28 @@ class TrainerState(msgspec.Struct, kw_only=True):
     sft_step: int = -1  # last completed warmup step
     resume_mode: str = ""
     resume_warning: str = ""
-    sepa: dict[str, Any] = msgspec.field(default_factory=dict)
-    backpressure: dict[str, Any] = msgspec.field(default_factory=dict)
+    sepa: SepaState = msgspec.field(default_factory=SepaState)
+    backpressure: BackpressureState = msgspec.field(default_factory=NoopBackpressureState)
+    rewards: RewardWindow = msgspec.field(default_factory=RewardWindow)
     wall_time_s: float = 0.0
 
     @property
     def finished(self) -> bool:
         return self.checkpoint_name == "final"
+
+    @property
+    def running_correct_rate(self) -> float:
+        return self.total_correct / max(self.total_completions, 1)
+
+    def count(self, correct: int, total: int) -> None:
+        self.total_correct += correct
+        self.total_completions += total
+
+    def rl_step_done(self, step: int, example_idx: int, sizes: tuple[int, int], mean_reward: float) -> None:
+        """RL step `step` is recorded: where the data cursor and back-pressure stand now."""
+        self.step, self.example_idx = step, example_idx
+        self.current_batch_size, self.current_group_size = sizes
+        self.rewards.add(mean_reward)
 
 
 class StateError(UserError, ValueError):
@@ -60,7 +140,9 @@ def read_state(log_dir: str | Path) -> TrainerState:
     if not isinstance(raw, dict):
         raise StateError(f"{path} does not hold an object")
     known = {f.encode_name for f in msgspec.inspect.type_info(TrainerState).fields}  # type: ignore[attr-defined]
+    # empty controller objects are what a state written before its first checkpoint holds
+    kept = {k: v for k, v in raw.items() if k in known and v != {}}
     try:
-        return msgspec.convert({k: v for k, v in raw.items() if k in known}, TrainerState, strict=False)
+        return msgspec.convert(kept, TrainerState, strict=False)
     except msgspec.ValidationError as exc:
         raise StateError(f"{path}: {exc}") from None

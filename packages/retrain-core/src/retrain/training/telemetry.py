@@ -6,9 +6,18 @@ from __future__ import annotations
 import resource
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import msgspec
+
+if TYPE_CHECKING:
+    from retrain.backends.catalog import BackendCapabilities
+    from retrain.config.schema import TrainConfig
+    from retrain.training.rollouts import StepAdvantages, StepRollouts
+    from retrain.types import TrainOutput
+
+Scalar = float | int | str | bool
 
 #: Fields that measure wall-clock time or memory: they differ between two runs of the same
 #: seed; every other field of a row is a deterministic function of config and seed.
@@ -17,6 +26,15 @@ WALL_CLOCK_FIELDS = frozenset({
     "process_max_rss_mb", "rl/train_time_s", "engine_prompt_prefill_s", "engine_decode_s", "time_s",
     "scoring_time_s", "elapsed_s",
 })
+
+
+def backend_counters(backend: Any) -> dict[str, Scalar]:
+    """The backend's counters for the step just done (every step reads them, so none leak
+    into the next step's row); a backend without `runtime_metrics` has none."""
+    read = getattr(backend, "runtime_metrics", None)
+    if not callable(read):
+        return {}
+    return {k: v for k, v in read().items() if isinstance(k, str) and isinstance(v, int | float | str)}
 
 
 def peak_rss_mb() -> float:
@@ -57,8 +75,6 @@ def steps_row(metrics: Mapping[str, Any], correct: int, total: int) -> dict[str,
             row[k] = v
     return row
 
-
-Scalar = float | int | str | bool
 
 
 class WarmupRow(msgspec.Struct, kw_only=True):
@@ -120,3 +136,42 @@ def _merge(row: msgspec.Struct, extras: Sequence[Mapping[str, Scalar]]) -> dict[
         for key, value in extra.items():
             out.setdefault(key, value)
     return out
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    step_s: float
+    sample_s: float
+    train_s: float
+
+
+def sequence_tokens(rollouts: StepRollouts) -> int:
+    """Every sampled sequence's tokens, prompt and completion, trained on or not."""
+    return sum(len(g.prompt_ids) * len(g.completions) for g in rollouts.groups) + rollouts.completion_tokens
+
+
+def step_row(config: TrainConfig, *, step: int, condition: str, caps: BackendCapabilities,
+             rollouts: StepRollouts, adv: StepAdvantages, out: TrainOutput | None,
+             running_correct_rate: float, sizes: tuple[int, int], times: StepTimes,
+             runtime: Mapping[str, Scalar], backpressure: Mapping[str, Scalar]) -> dict[str, Any]:
+    """An RL step's metrics row: the fixed fields, then each component's own keys (SEPA,
+    advantages, rewards, the backend's update, timing, the backend's counters,
+    back-pressure); a later key never overwrites an earlier one."""
+    a, t = config.algorithm, config.training
+    tokens = sequence_tokens(rollouts)
+    total = adv.total
+    loss = out.loss if out is not None else 0.0
+    fixed = StepRow(
+        step=step, condition=condition, algorithm_mode=a.algorithm_mode, advantage_mode=a.advantage_mode,
+        transform_mode=a.transform_mode, uncertainty_kind=a.uncertainty_kind, policy_loss_mode=t.policy_loss_mode,
+        loss=loss, reported_loss=loss, loss_is_placeholder=not caps.reports_sync_loss,
+        backend_reports_sync_loss=caps.reports_sync_loss,
+        backend_preserves_token_advantages=caps.preserves_token_advantages,
+        mean_reward=float(rollouts.rewards.mean()) if total else 0.0,
+        correct_rate=adv.correct / total if total else 0.0, running_correct_rate=running_correct_rate,
+        num_datums=len(adv.datums), batch_size=sizes[0], group_size=sizes[1],
+        max_token_hit_rate=rollouts.length_hits / max(total, 1),
+        mean_completion_tokens=rollouts.completion_tokens / max(total, 1), tokens_per_step=tokens,
+        skipped=out is None, completion_tokens=rollouts.completion_tokens, nonzero_action_tokens=adv.informative)
+    return fixed.to_dict(adv.sepa, adv.metrics, rollouts.reward_metrics, out.metrics if out is not None else {},
+                         timing_fields(times.step_s, times.sample_s, times.train_s, tokens), runtime, backpressure)

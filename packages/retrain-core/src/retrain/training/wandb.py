@@ -94,6 +94,16 @@ class WandbSink:
         self.finish(0 if exc_type is None else 1)
 
 
-def create_wandb_sink(config: TrainConfig, *, condition: str = "") -> WandbSink | None:
-    """A sink when `[logging] wandb_project` is set, else None."""
-    return WandbSink(config, condition=condition) if config.logging.wandb_project else None
+class NullSink:
+    """What a run without `[logging] wandb_project` logs to."""
+
+    def log_step(self, row: Mapping[str, Any], step: int) -> None:
+        return None
+
+    def finish(self, exit_code: int = 0) -> None:
+        return None
+
+
+def create_wandb_sink(config: TrainConfig, *, condition: str = "") -> WandbSink | NullSink:
+    """A W&B sink when `[logging] wandb_project` is set, else a sink that drops rows."""
+    return WandbSink(config, condition=condition) if config.logging.wandb_project else NullSink()

@@ -30,7 +30,7 @@ from retrain.inference_engine.pytorch.sample import SampleStats, generate
 from retrain.models.load import ModelSpec, load_model, load_tokenizer
 from retrain.models.tiny import is_tiny
 from retrain.training.warmup import effective_sft_loss
-from retrain.types import Completion, Datum, TrainOutput
+from retrain.types import Completion, Datum, SamplingParams, TrainOutput
 
 
 class LocalBackend:
@@ -92,8 +92,8 @@ class LocalBackend:
     def checkpoint(self, name: str) -> None:
         """Sampling reads the trained model directly: nothing to publish."""
 
-    def sample(self, prompts: Sequence[Sequence[int]], num_samples: int, max_tokens: int,
-               temperature: float, top_p: float, *, want_entropy: bool = False) -> list[list[Completion]]:
+    def sample(self, prompts: Sequence[Sequence[int]], num_samples: int,
+               params: SamplingParams) -> list[list[Completion]]:
         model = self.model
         if self.sampler is not None:
             self.sampler.refresh()
@@ -102,9 +102,9 @@ class LocalBackend:
             self.model.eval()
         try:
             with self._autocast():
-                return generate(model, prompts, num_samples, max_tokens, temperature, top_p,
+                return generate(model, prompts, num_samples, params.max_tokens, params.temperature, params.top_p,
                                 self.tokenizer.eos_token_ids, self.tokenizer.pad_token_id, self.sample_generator,
-                                use_cache=self.use_cache, want_entropy=want_entropy, stats=self.sample_stats)
+                                use_cache=self.use_cache, want_entropy=params.want_entropy, stats=self.sample_stats)
         finally:
             if self.toggle_eval:
                 self.model.train()

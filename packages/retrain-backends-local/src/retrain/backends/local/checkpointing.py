@@ -1,5 +1,11 @@
 """Checkpoint directories written atomically: weights, optimizer, RNG streams, metadata.
 
+The weights sit at the checkpoint's top level, as the reference lays them out, so
+`peft.PeftModel.from_pretrained(checkpoint_step_N)` (or `from_pretrained` of the full model)
+loads a checkpoint directly; `optimizer.pt`, `rng.pt`, `checkpoint.json` and the trainer's
+`trainer_state.json` sit beside them. Checkpoints written by retrain 0.1.0 nested the weights
+under `adapter/` or `model/`; they still load.
+
 The directory is assembled under a temporary name, every file is fsynced, then renamed into
 place; a reader (or a resumed run) sees a complete checkpoint or none. An existing directory
 of the same name (left by a run killed after writing it but before recording it) is replaced.
@@ -18,8 +24,8 @@ import torch
 
 from retrain.io.atomic import fsync_dir
 
-WEIGHTS_ADAPTER = "adapter"
-WEIGHTS_FULL = "model"
+#: where 0.1.0 checkpoints kept their weights
+LEGACY_WEIGHTS = {True: "adapter", False: "model"}
 
 
 def _fsync_tree(root: Path) -> None:
@@ -87,7 +93,7 @@ def write_dir_atomic(path: str | Path, fill: Callable[[Path], None]) -> Path:
 def write_checkpoint(path: str | Path, *, model: Any, lora: bool, optimizer: torch.optim.Optimizer,
                      rng: dict[str, Any], meta: dict[str, Any]) -> Path:
     def fill(tmp: Path) -> None:
-        save_weights(model, tmp / (WEIGHTS_ADAPTER if lora else WEIGHTS_FULL), lora=lora)
+        save_weights(model, tmp, lora=lora)
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
         torch.save(rng, tmp / "rng.pt")
         (tmp / "checkpoint.json").write_text(json.dumps({**meta, "lora": lora}, indent=2, sort_keys=True) + "\n")
@@ -103,7 +109,8 @@ def read_checkpoint(path: str | Path, *, model: Any, lora: bool,
     if bool(meta.get("lora")) != lora:
         kind = "a LoRA adapter" if meta.get("lora") else "full model weights"
         raise RuntimeError(f"checkpoint {folder} holds {kind}, which this run does not train")
-    load_weights(model, folder / (WEIGHTS_ADAPTER if lora else WEIGHTS_FULL), lora=lora)
+    legacy = folder / LEGACY_WEIGHTS[lora]
+    load_weights(model, legacy if legacy.is_dir() else folder, lora=lora)
     optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
     rng = torch.load(folder / "rng.pt", weights_only=False)
     return rng, meta

@@ -9,6 +9,7 @@ from pathlib import Path
 from retrain.diff.compute import Side, compare, load_condition, load_run
 from retrain.diff.format import render
 from retrain.errors import UserError
+from retrain.io import layout
 from retrain.status.plot import Curves, require_matplotlib, write_plot
 
 USAGE = "retrain diff RUN_A RUN_B  |  retrain diff CAMPAIGN_DIR CONDITION_A CONDITION_B"
@@ -19,7 +20,7 @@ def load_sides(targets: list[str]) -> tuple[Side, Side]:
         return load_run(Path(targets[0]), targets[0]), load_run(Path(targets[1]), targets[1])
     if len(targets) == 3:
         campaign = Path(targets[0])
-        if not (campaign / "manifest.json").is_file():
+        if not (campaign / layout.MANIFEST).is_file():
             raise UserError(f"{campaign} is not a campaign folder (no manifest.json)", hint=USAGE)
         return load_condition(campaign, targets[1]), load_condition(campaign, targets[2])
     raise UserError(f"diff takes 2 runs or a campaign and 2 conditions, got {len(targets)} arguments",
