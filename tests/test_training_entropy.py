@@ -16,23 +16,52 @@ from retrain.training.trainer import train
 
 pytestmark = pytest.mark.slow
 
-
-def run(tmp_path: Path, kind: str) -> list[dict[str, object]]:
-    flags = ["--model", "tiny", "--devices", "cpu", "--seed", "0", "--lora-rank", "4", "--data-source", "arithmetic",
-             "--max-steps", "2", "--batch-size", "2", "--group-size", "4", "--max-tokens", "6",
-             "--advantage-mode", "grpo", "--transform-mode", "gtpo", "--uncertainty-kind", kind,
-             "--reward-type", "match", "--log-dir", str(tmp_path / kind / "logs"),
-             "--adapter-path", str(tmp_path / kind / "adapters")]
-    train(load_config(None, flags, import_plugins=False).config, SilentReporter())
-    return [r for r in read_jsonl(tmp_path / kind / "logs" / "metrics.jsonl") if r.get("phase") != "sft"]
+REWARD = '''
+def score(response, reference):
+    return float(sum(ch.isdigit() for ch in response) >= 2)
+'''
 
 
-def test_shannon_entropy_trains_and_differs_from_surprisal(tmp_path: Path) -> None:
+def run(root: Path, kind: str) -> list[dict[str, object]]:
+    cfg = root / f"{kind}.toml"
+    cfg.write_text(f"""
+[model]
+model = "tiny"
+lora_rank = 4
+[backend]
+devices = "cpu"
+adapter_path = "{root / kind / 'adapters'}"
+[algorithm]
+advantage_mode = "grpo"
+transform_mode = "gtpo"
+uncertainty_kind = "{kind}"
+[training]
+seed = 0
+max_steps = 2
+batch_size = 2
+group_size = 4
+max_tokens = 6
+[data]
+source = "arithmetic"
+[reward]
+type = "custom"
+custom_module = "entropy_toy_reward"
+[logging]
+log_dir = "{root / kind / 'logs'}"
+""")
+    train(load_config(str(cfg)).config, SilentReporter())
+    return [r for r in read_jsonl(root / kind / "logs" / "metrics.jsonl") if r.get("phase") != "sft"]
+
+
+def test_shannon_entropy_trains_and_differs_from_surprisal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "entropy_toy_reward.py").write_text(REWARD)
+    monkeypatch.syspath_prepend(str(tmp_path))
     entropy = run(tmp_path, "shannon_entropy")
     surprisal = run(tmp_path, "surprisal")
     assert [r["step"] for r in entropy] == [0, 1]
     assert entropy[0]["uncertainty_kind"] == "shannon_entropy"
-    # the same seed samples the same first step; only the uncertainty values differ
+    # the same seed samples the same first step and trains on the same groups; only the
+    # uncertainty that weighs each token's advantage differs
     assert entropy[0]["mean_reward"] == surprisal[0]["mean_reward"]
-    assert entropy[0]["exec_surprisal_mean"] != surprisal[0]["exec_surprisal_mean"]
-    assert float(entropy[0]["exec_surprisal_mean"]) > 0.0  # type: ignore[arg-type]
+    assert entropy[0]["num_datums"] == surprisal[0]["num_datums"] > 0
+    assert entropy[0]["loss"] != surprisal[0]["loss"]
