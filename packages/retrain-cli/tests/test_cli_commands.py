@@ -116,8 +116,8 @@ def test_backends_json(cli) -> None:  # type: ignore[no-untyped-def]
     data = json.loads(cli("backends", "--json").stdout)
     by_name = {b["name"]: b for b in data["builtins"]}
     assert by_name["local"]["installed"] and by_name["local"]["status"] == "available"
-    assert by_name["tinker"]["status"] == "not available in this version"
-    assert by_name["prime_rl"]["status"] == "not installed"
+    assert by_name["tinker"]["status"] == "not built yet in this version"
+    assert by_name["prime_rl"]["status"] == "not built yet in this version"
     assert "train_microbatch_size" in by_name["local"]["option_schema"]
     assert data["plugin"]["entry_point_group"] == "retrain.backends"
 
@@ -171,3 +171,12 @@ def test_migrate_config_conflicts(cli, tmp_path: Path, args: list[str]) -> None:
     (tmp_path / "c.toml").write_text(LEGACY)
     res = cli("migrate-config", *args)
     assert res.code == 2 and res.stderr.startswith("error: ")
+
+
+def test_backends_say_what_is_not_built(cli) -> None:  # type: ignore[no-untyped-def]
+    text = cli("backends").stdout
+    assert "tinker    not built yet in this version" in text and "unsloth   not built yet in this version" in text
+    assert "not built yet: " in text and "liger_kernel" in text and "sample_kv_quantization" in text
+    local = {b["name"]: b for b in json.loads(cli("backends", "--json").stdout)["builtins"]}["local"]
+    schema = local["option_schema"]
+    assert schema["train_microbatch_size"]["built"] is True and schema["liger_kernel"]["built"] is False
