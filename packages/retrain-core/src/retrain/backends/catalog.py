@@ -306,6 +306,6 @@ def _describe(entry: BackendEntry, describe_schema: Any) -> dict[str, Any]:
         "note": d.note,
         "dependency": {"import": d.dependency, "hint": d.hint},
         "capabilities": d.capabilities.as_dict(),
-        "option_schema": describe_schema(d.option_schema or {}),
+        "option_schema": describe_schema(d.option_schema or {}, entry.name),
         "problems": entry.problems,
     }
