@@ -8,7 +8,6 @@ import textwrap
 from retrain.backends.catalog import all_entries, describe_catalog
 from retrain.config.validate.built import option_built
 
-
 INDENT = " " * 12
 
 

@@ -19,7 +19,14 @@ from typing import Any
 
 from retrain.backends.options import BUILTIN_OPTION_SCHEMAS
 from retrain.config.errors import ConfigIssue
-from retrain.config.fields import CoerceError, FieldSpec, all_fields, coerce, get_value, parse_devices
+from retrain.config.fields import (
+    CoerceError,
+    FieldSpec,
+    all_fields,
+    coerce,
+    get_value,
+    parse_devices,
+)
 from retrain.config.schema import TrainConfig
 from retrain.plugins.resolve import is_dotted
 
@@ -64,20 +71,20 @@ class NotBuilt:
         return "**Not built yet:** only the default is accepted."
 
 
-_TL_GRPO = ("turn-level GRPO (tl_grpo)", "remove it (tl_grpo = false)")
+_TL_GRPO = ("turn-level GRPO (tl_grpo)", "remove it; tl_grpo = false")
 _SFT_DATA = ("a separate SFT data set", 'remove it; sft_warmup_steps warms up on the [data] prompts')
 _INFERENCE = ("inference-engine tuning", 'remove it; the in-process engine = "pytorch" samples')
 
 NOT_BUILT: tuple[NotBuilt, ...] = (
     NotBuilt("backend.devices", "training on more than one device", 'one device: devices = "gpu:0" or "cpu"',
              refuse=_second_device),
-    NotBuilt("backend.throttle_dir", "Tinker call throttling", "remove it (the tinker backend is not built either)"),
-    NotBuilt("backend.max_concurrent", "Tinker call throttling", "remove it (the tinker backend is not built either)"),
+    NotBuilt("backend.throttle_dir", "Tinker call throttling", "remove it; the tinker backend is not built either"),
+    NotBuilt("backend.max_concurrent", "Tinker call throttling", "remove it; the tinker backend is not built either"),
     NotBuilt("model.base_url", "a remote model service (base_url)", "remove it; the model loads in-process"),
     NotBuilt("reward.type", "{value!r} (the LLM judge reward)", 'type = "match", "math", "custom" or a reward plugin',
              values=("judge",)),
     NotBuilt("reward.judge_model", "the LLM judge reward", "remove it"),
-    NotBuilt("training.trainer", "{value!r}", 'trainer = "retrain" (the RL loop)',
+    NotBuilt("training.trainer", "{value!r}", 'trainer = "retrain", the RL loop',
              values=("sft", "optimizer_replay", "command", "ttt_discover", DOTTED)),
     NotBuilt("training.trainer_command", "trainer = command", "remove it"),
     NotBuilt("training.tl_grpo", *_TL_GRPO),
@@ -98,7 +105,7 @@ NOT_BUILT: tuple[NotBuilt, ...] = (
     NotBuilt("training.sft_length_bucket_size", "SFT batch ordering", "remove it; warmup takes the [data] prompt order"),
     NotBuilt("training.sft_reshuffle_each_epoch", "SFT batch ordering", "remove it; warmup takes the [data] prompt order"),
     NotBuilt("echo", "ECHO (an auxiliary loss on environment tokens)", "remove the [echo] table"),
-    NotBuilt("inference.engine", "{value!r}", 'engine = "pytorch" (in-process sampling)',
+    NotBuilt("inference.engine", "{value!r}", 'engine = "pytorch", the in-process sampler',
              values=("max", "vllm", "sglang", "trtllm", "mlx", "openai")),
     NotBuilt("inference.url", "an inference server", 'remove it; the in-process engine = "pytorch" samples'),
     NotBuilt("inference.attention_kernel", *_INFERENCE),
@@ -108,7 +115,7 @@ NOT_BUILT: tuple[NotBuilt, ...] = (
     NotBuilt("environment", "environment support (verifiers, OpenEnv)",
              'remove the [environment] table; prompts come from [data] source, scores from [reward] type'),
     NotBuilt("logging.checkpoint_artifacts", "uploading checkpoints to W&B",
-             'checkpoint_artifacts = "auto" or "off" (checkpoints stay under adapter_path)', values=("wandb",)),
+             'checkpoint_artifacts = "auto" or "off"; checkpoints stay under adapter_path', values=("wandb",)),
     NotBuilt("logging.generation_top_surprisal_limit", "logging the most surprising tokens of a generation", "remove it"),
     NotBuilt("optimizer_batch", "optimizer-batch capture and replay", "remove the [optimizer_batch] table"),
     NotBuilt("plugins.strict", "lenient plugin loading", "remove it; a plugin that fails to load is always an error"),
