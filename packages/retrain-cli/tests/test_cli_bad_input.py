@@ -79,7 +79,7 @@ def test_several_problems_at_once(cli, tmp_path: Path) -> None:  # type: ignore[
 
 def test_backend_not_available_in_this_version(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "c.toml").write_text("[backend]\nbackend = 'tinker'\n[training]\nmax_steps = 3\n")
-    check(cli("c.toml"), "not available in this version")
+    check(cli("c.toml"), "not built yet in this version")
 
 
 def test_log_dir_holding_a_run_is_not_overwritten(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -94,8 +94,10 @@ def test_log_dir_holding_a_run_is_not_overwritten(cli, tmp_path: Path) -> None: 
 
 def test_campaign_run_is_not_available_yet(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "c.toml").write_text("[campaign]\nseeds = [1]\n")
-    check(cli("c.toml"), "campaign runs are not available in this version")
+    check(cli("c.toml"), "campaign runs are not built yet in this version")
     check(cli("c.toml", "--lr", "1"), "override flags apply to single runs")
+    (tmp_path / "s.toml").write_text("[squeeze]\nadapter_path = 'a'\n")
+    check(cli("s.toml"), "squeeze runs are not built yet in this version")
 
 
 def test_real_process_exit_code(cli_process, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -108,3 +110,39 @@ def test_real_process_exit_code(cli_process, tmp_path: Path) -> None:  # type: i
 def test_unknown_command_option(cli) -> None:  # type: ignore[no-untyped-def]
     res = cli("backends", "--jsn")
     assert res.code == 2 and "No such option" in res.stderr
+
+
+ISSUE_CONFIG = """\
+[environment]
+provider = "verifiers"
+id = "primeintellect/gsm8k"
+[inference]
+engine = "vllm"
+url = "http://127.0.0.1:8000/v1"
+[echo]
+enabled = true
+[model]
+model = "tiny"
+[backend]
+devices = "cpu"
+[data]
+source = "arithmetic"
+"""
+
+
+@pytest.mark.parametrize("verb", [["explain"], ["trace"], []])
+def test_unbuilt_keys_refused_by_explain_trace_and_run(cli, tmp_path: Path, verb: list[str]) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "c.toml").write_text(ISSUE_CONFIG)
+    res = cli(*verb, "c.toml", "--tl-grpo", "true")
+    check(res, "6 config problems", "[environment] provider: ", "[inference] engine: ",
+          "[inference] url: ", "[echo] enabled: ", "--tl-grpo (command line): ")
+    problems = [line for line in res.stderr.splitlines() if line.startswith("  ")]
+    assert len(problems) == 6 and all("not built yet in this version" in p for p in problems), res.stderr
+    assert not (tmp_path / "logs").exists()
+
+
+def test_unbuilt_trainer_refused_at_load(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "c.toml").write_text("[training]\ntrainer = 'optimizer_replay'\n")
+    for verb in (["explain", "c.toml"], ["trace", "c.toml"], ["c.toml"]):
+        check(cli(*verb), "c.toml:2: [training] trainer: 'optimizer_replay' is not built yet in this version",
+              'trainer = "retrain"')

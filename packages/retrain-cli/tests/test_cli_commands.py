@@ -38,11 +38,23 @@ def test_explain_reference_example(cli) -> None:  # type: ignore[no-untyped-def]
     assert data["backend_capabilities"]["preserves_token_advantages"] is True
 
 
-def test_explain_research_config_text(cli) -> None:  # type: ignore[no-untyped-def]
+def test_explain_research_config_text(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     res = cli("explain", str(DATA / "research.toml"))
+    assert res.code == 2 and "research.toml:17: [backend] devices: training on more than one device" in res.stderr
+    problems = [line for line in res.stderr.splitlines() if line.startswith("  ")]
+    assert problems and all("not built yet in this version" in p for p in problems), res.stderr
+    # without what is not built, the same research config explains
+    keep = [line for line in (DATA / "research.toml").read_text().splitlines()
+            if not any(f"{key} " in line for key in UNBUILT_IN_RESEARCH)]
+    (tmp_path / "r.toml").write_text("\n".join(keep) + "\n")
+    res = cli("explain", "r.toml")
     assert res.code == 0, res.stderr
     assert "retrain explain — dry-run preview (single)" in res.stdout
     assert "maxrl+gtpo_sepa" in res.stdout and "clip_cov" in res.stdout
+
+
+UNBUILT_IN_RESEARCH = ("devices", "max_concurrent", "liger_kernel", "sft_batch_order", "sft_length_bucket_size",
+                       "attention_kernel", "dtype", "generation_top_surprisal_limit")
 
 
 def test_explain_overrides_and_default_file(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -116,8 +128,8 @@ def test_backends_json(cli) -> None:  # type: ignore[no-untyped-def]
     data = json.loads(cli("backends", "--json").stdout)
     by_name = {b["name"]: b for b in data["builtins"]}
     assert by_name["local"]["installed"] and by_name["local"]["status"] == "available"
-    assert by_name["tinker"]["status"] == "not available in this version"
-    assert by_name["prime_rl"]["status"] == "not installed"
+    assert by_name["tinker"]["status"] == "not built yet in this version"
+    assert by_name["prime_rl"]["status"] == "not built yet in this version"
     assert "train_microbatch_size" in by_name["local"]["option_schema"]
     assert data["plugin"]["entry_point_group"] == "retrain.backends"
 
@@ -171,3 +183,12 @@ def test_migrate_config_conflicts(cli, tmp_path: Path, args: list[str]) -> None:
     (tmp_path / "c.toml").write_text(LEGACY)
     res = cli("migrate-config", *args)
     assert res.code == 2 and res.stderr.startswith("error: ")
+
+
+def test_backends_say_what_is_not_built(cli) -> None:  # type: ignore[no-untyped-def]
+    text = cli("backends").stdout
+    assert "tinker    not built yet in this version" in text and "unsloth   not built yet in this version" in text
+    assert "not built yet (32, refused when set): " in text and "liger_kernel" in text and "sample_kv_quantization" in text
+    local = {b["name"]: b for b in json.loads(cli("backends", "--json").stdout)["builtins"]}["local"]
+    schema = local["option_schema"]
+    assert schema["train_microbatch_size"]["built"] is True and schema["liger_kernel"]["built"] is False

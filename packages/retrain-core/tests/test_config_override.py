@@ -24,8 +24,9 @@ def test_forms_and_precedence(tmp_path: Path) -> None:
 def test_boolean_switches() -> None:
     o = parse_overrides(["--tl-grpo", "--no-prefix-caching", "--log-generations", "off"])
     assert o.values == {"tl_grpo": "true", "prefix_caching": "false", "log_generations": "off"}
-    c = load_config(None, o).config
-    assert c.inference.prefix_caching is False and c.logging.log_generations is False
+    c = load_config(None, ["--bp-enabled", "--no-batch-advantage-norm", "--log-generations", "off"]).config
+    assert c.backpressure.enabled is True and c.training.batch_advantage_norm is False
+    assert c.logging.log_generations is False
 
 
 def test_later_flag_wins() -> None:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from retrain.config import load_config
+from retrain.config import TrainConfig, parse_overrides
+from retrain.config.load import apply_overrides
 from retrain.config.snapshot import REDACTED, config_snapshot, redact_url
 
 
 def test_redaction() -> None:
-    c = load_config(None, [
+    # keys not built yet (validation refuses them) still never reach a snapshot in clear
+    c, issues = apply_overrides(TrainConfig(), parse_overrides([
         "--environment-args", '{"api_key": "sk-1", "nested": {"password": "p"}, "ok": "v"}',
         "--inference-url", "https://user:pw@host/v1?token=abc&x=1#frag",
         "--trainer-command", "SECRET=1 run.sh",
-    ], import_plugins=False).config
+    ]))
+    assert not issues
     snap = config_snapshot(c)
     assert snap["environment_args"] == {"api_key": REDACTED, "nested": {"password": REDACTED}, "ok": "v"}
     assert snap["inference_url"] == f"https://{REDACTED}@host/v1?token={REDACTED}&x=1#{REDACTED}"

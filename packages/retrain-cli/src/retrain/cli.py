@@ -188,13 +188,15 @@ def man_cmd(
 @app.command("resume-check")
 def resume_check_cmd(
     log_dir: Annotated[str, typer.Argument(help="The run's log directory.")],
+    config: Annotated[str | None, typer.Option(
+        "--config", help="The config the resume will run with (its max_steps and log_dir are checked).")] = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="Override the run's max_steps.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Can this run be resumed, and from which step? Exit 1 when it cannot."""
     from retrain.commands.resume_check import run
 
-    guarded(run, log_dir, max_steps, as_json)
+    guarded(run, log_dir, max_steps, as_json, config)
 
 
 @app.command("migrate-config")

@@ -50,8 +50,8 @@ class BackendDefinition:
     """A backend as registered in the `retrain.backends` entry-point group.
 
     `factory` is a `module:attr` path to a callable `(TrainConfig) -> TrainHelper`, imported
-    only when a run starts. `available=False` marks a distribution that ships its metadata
-    but not yet its implementation; `note` then says so.
+    only when a run starts. `available=False` marks a backend that is not built yet (its
+    distribution may ship the metadata only); `note` then says so and what to use instead.
     """
 
     name: str
@@ -82,6 +82,8 @@ _BUILTIN = {
         capabilities=BackendCapabilities(True, True, True, False, "adapter_only", True),
         dependency="unsloth",
         hint="pip install retrain-backends-unsloth (CUDA GPU required at run time)",
+        available=False,
+        note="the unsloth backend is not built yet in this version; use backend = \"local\"",
     ),
     "tinker": BackendDefinition(
         name="tinker",
@@ -90,6 +92,8 @@ _BUILTIN = {
         capabilities=BackendCapabilities(True, True, True, True, "exact", False),
         dependency="tinker",
         hint="pip install retrain-backends-tinker",
+        available=False,
+        note="the tinker backend is not built yet in this version; use backend = \"local\"",
     ),
     "prime_rl": BackendDefinition(
         name="prime_rl",
@@ -99,7 +103,7 @@ _BUILTIN = {
         dependency="prime_rl",
         hint="no retrain distribution ships the PRIME-RL bridge yet",
         available=False,
-        note="the PRIME-RL bridge is not available in this version of retrain",
+        note="the PRIME-RL bridge is not built yet in this version; use backend = \"local\"",
     ),
 }
 BUILTIN_BACKENDS: tuple[str, ...] = tuple(_BUILTIN)
@@ -128,10 +132,10 @@ class BackendEntry:
 
     @property
     def status(self) -> str:
+        if not self.definition.available:
+            return "not built yet in this version"
         if not self.installed:
             return "not installed"
-        if not self.definition.available:
-            return "not available in this version"
         return "available"
 
 
@@ -302,6 +306,6 @@ def _describe(entry: BackendEntry, describe_schema: Any) -> dict[str, Any]:
         "note": d.note,
         "dependency": {"import": d.dependency, "hint": d.hint},
         "capabilities": d.capabilities.as_dict(),
-        "option_schema": describe_schema(d.option_schema or {}),
+        "option_schema": describe_schema(d.option_schema or {}, entry.name),
         "problems": entry.problems,
     }

@@ -202,7 +202,10 @@ def _toml(value: Any) -> str:
     return repr(value)
 
 
-def describe_schema(schema: OptionSchema) -> dict[str, dict[str, Any]]:
+def describe_schema(schema: OptionSchema, backend: str = "") -> dict[str, dict[str, Any]]:
+    """Each option as data; `built` is false for an option that is refused as not built yet."""
+    from retrain.config.validate.built import option_built
+
     return {
         key: {
             "type": spec.value_type.__name__,
@@ -210,6 +213,7 @@ def describe_schema(schema: OptionSchema) -> dict[str, dict[str, Any]]:
             "choices": list(spec.choices) if spec.choices is not None else None,
             "has_validator": spec.validator is not None,
             "description": spec.description,
+            "built": option_built(backend, key),
         }
         for key, spec in sorted(schema.items())
     }

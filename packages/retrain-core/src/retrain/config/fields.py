@@ -295,6 +295,11 @@ def parse_typed_scalar(text: str) -> Any:
     return f if math.isfinite(f) else text
 
 
+def parse_devices(devices: str) -> list[str]:
+    """`[backend] devices` as a list: "gpu:0, cpu" -> ["gpu:0", "cpu"]."""
+    return [d.strip() for d in devices.split(",") if d.strip()]
+
+
 def get_value(config: TrainConfig, spec: FieldSpec) -> Any:
     return getattr(getattr(config, spec.section), spec.attr)
 

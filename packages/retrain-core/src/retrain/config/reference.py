@@ -7,6 +7,7 @@ from typing import Any
 
 from retrain.config.fields import FieldSpec, all_fields
 from retrain.config.schema import SECTIONS
+from retrain.config.validate.built import NOT_BUILT_OPTIONS, not_built_doc
 
 HEADER = """\
 # Configuration reference
@@ -23,6 +24,11 @@ overridden key by key with the repeatable flags `--backend-opt K=V`, `--algorith
 
 Unknown sections and keys are errors with a suggestion. See [validation](validation.md) for the
 cross-field rules and [campaigns](campaigns.md) for the `[campaign]` table.
+
+Keys marked **Not built yet** are accepted at their default only: any other value is refused
+when the file loads (`explain`, `trace` and a run alike) with "not built yet in this version"
+and what to use instead, so no setting is silently ignored. The backend options that are not
+built yet are listed at the end.
 """
 
 
@@ -62,8 +68,17 @@ def render_markdown() -> str:
         parts.append("|---|---|---|---|---|")
         for spec in by_section[section]:
             flag = f"`{spec.flag}`" if not spec.is_mapping else _mapping_flag(spec)
+            meaning = " ".join(p for p in (not_built_doc(spec.dotted), spec.description) if p)
             parts.append(f"| `{spec.key}` | {_escape(_type(spec))} | {_escape(_default(spec))} | {flag} | "
-                         f"{_escape(spec.description)} |")
+                         f"{_escape(meaning)} |")
+    parts.append("\n## Backend options not built yet\n")
+    parts.append("Setting one of these `[backend.options]` to anything but its default is refused. "
+                 "`retrain backends --json` lists every option with `\"built\"`.\n")
+    parts.append("| backend | option | what |")
+    parts.append("|---|---|---|")
+    for backend, options in NOT_BUILT_OPTIONS.items():
+        for option, (what, _) in options.items():
+            parts.append(f"| `{backend}` | `{option}` | {_escape(what)} |")
     parts.append("")
     return "\n".join(parts)
 
@@ -81,6 +96,6 @@ def reference_rows() -> list[dict[str, Any]]:
     """The same content as data (for `retrain man --json` and tests)."""
     return [
         {"section": s.section, "key": s.key, "flag": s.flag, "type": s.type_name(), "default": s.default,
-         "description": s.description}
+         "description": s.description, "not_built": not_built_doc(s.dotted)}
         for s in all_fields()
     ]

@@ -347,7 +347,8 @@ class LoggingConfig(Section):
     wandb_tags: Annotated[str, F("W&B tags, comma-separated.")] = ""
     checkpoint_artifacts: Annotated[
         Literal["auto", "off", "wandb"],
-        F("Checkpoint upload: auto (when W&B is on), off, wandb (fail-closed)."),
+        F("Checkpoint upload: auto (to W&B when it is on; until that is built, checkpoints stay "
+          "under adapter_path and a warning says so), off, wandb (fail-closed)."),
     ] = "auto"
     log_generations: Annotated[bool, F("Write emergence/generations.jsonl.")] = True
     generation_log_samples_per_prompt: Annotated[

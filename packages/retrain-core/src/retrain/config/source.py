@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from retrain.config.errors import ConfigError
+from retrain.config.errors import ConfigError, ConfigIssue
 
 Kind = Literal["single", "campaign", "squeeze"]
 
@@ -41,7 +41,7 @@ class TomlSource:
         for number, line in enumerate(self.text.splitlines(), start=1):
             header = _HEADER.match(line)
             if header:
-                current = ".".join(p.strip().strip('"') for p in header.group(1).split("."))
+                current = _section_name(header.group(1))
                 self._lines.setdefault((current, ""), number)
                 continue
             key = _KEY.match(line)
@@ -86,7 +86,41 @@ def parse_toml(raw: bytes | str, shown: str) -> TomlSource:
         msg = str(exc)
         m = _TOML_LINE.search(msg)
         line = int(m.group(1)) if m else None
+        if line is not None and (twice := _defined_twice(text, line, msg)):
+            raise ConfigError([replace(twice, path=shown, line=line)]) from None
         msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", msg)
         msg = re.sub(r"\s*\(at end of document\)", " at end of document", msg)
         raise ConfigError.single(f"malformed TOML: {msg}", path=shown, line=line) from None
     return TomlSource(shown, data, text)
+
+
+def _defined_twice(text: str, line: int, msg: str) -> ConfigIssue | None:
+    """The key or table that tomllib refused to redefine at `line`, named with its first line.
+
+    tomllib says only "Cannot overwrite a value" / "Cannot declare ('x',) twice"; the index
+    of keys per section (built from the text, which parsed up to `line`) names the culprit.
+    """
+    if not (msg.startswith("Cannot overwrite") or msg.startswith("Cannot declare")):
+        return None
+    lines = text.splitlines()
+    before = lines[: line - 1]
+    seen = TomlSource("", {}, "\n".join(before))
+    headers = [_section_name(h.group(1)) for earlier in before if (h := _HEADER.match(earlier))]
+    current = headers[-1] if headers else ""
+    here = lines[line - 1] if line <= len(lines) else ""
+    if header := _HEADER.match(here):
+        name = _section_name(header.group(1))
+        first = seen.line_of(name)
+        message = f"table declared twice (first on line {first})" if first else "already defined earlier in the file"
+        return ConfigIssue(message, key=f"[{name}]")
+    if key := _KEY.match(here):
+        name = key.group(1) or key.group(2) or key.group(3)
+        first = seen.line_of(current, name)
+        where = f" (first on line {first})" if first else ""
+        label = f"[{current}] {name}" if current else name
+        return ConfigIssue(f"set twice{where}", key=label)
+    return None
+
+
+def _section_name(header: str) -> str:
+    return ".".join(p.strip().strip('"') for p in header.split("."))

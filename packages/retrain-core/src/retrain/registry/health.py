@@ -78,7 +78,7 @@ def dependency_warnings(config: TrainConfig) -> list[str]:
         if entry is not None and not entry.installed:
             out.append(f"backend {backend!r} needs {entry.definition.distribution}: {entry.definition.hint}")
         elif entry is not None and not entry.definition.available:
-            out.append(f"backend {backend!r}: {entry.definition.note or 'not available in this version'}")
+            out.append(f"backend {backend!r}: {entry.definition.note or 'not built yet in this version'}")
     needs = []
     if config.reward.type == "math":
         needs.append(("reward type 'math'", COMPONENTS["math"]))

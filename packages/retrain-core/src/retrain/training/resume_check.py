@@ -3,6 +3,9 @@
 Checks the log directory, trainer_state.json, the checkpoint it names (complete: weights,
 optimizer, RNG streams, metadata), the steps left, log rows that a resume will drop, and
 whether the run is still alive. Issues carry a code, a severity and a message.
+
+Given the config the resume will run with, the checks use its `max_steps` (else the one
+recorded in run_meta.json) and its `log_dir`, where the resumed run writes.
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from retrain.config.schema import TrainConfig
 from retrain.io.layout import METRICS, PID, RUN_META
 from retrain.io.log import read_jsonl
+from retrain.training.rundir import holds_run
 from retrain.training.state import STATE_FILE, StateError, read_state
 
 CHECKPOINT_FILES = ("checkpoint.json", "optimizer.pt", "rng.pt")
@@ -46,9 +51,13 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def check_resume(log_dir: str | Path, *, max_steps: int | None = None) -> Check:
+def check_resume(log_dir: str | Path, *, max_steps: int | None = None, config: TrainConfig | None = None) -> Check:
     d = Path(log_dir)
     result = Check(str(d))
+    if config is not None:
+        result.facts["trainer"] = config.training.trainer
+        if max_steps is None:
+            max_steps = config.training.max_steps
     if not d.exists():
         result.add("error", "resume_dir_missing", f"{d} does not exist")
         return result
@@ -69,6 +78,8 @@ def check_resume(log_dir: str | Path, *, max_steps: int | None = None) -> Check:
             max_steps = int(meta["config"]["max_steps"])
         except (OSError, ValueError, KeyError, TypeError):
             max_steps = None
+    if config is not None:
+        _check_target(result, d, Path(config.logging.log_dir))
     if not (d / STATE_FILE).exists():
         rows = read_jsonl(d / METRICS)
         result.facts.update({"next_step": 0, "checkpoint": None})
@@ -122,3 +133,15 @@ def _has_weights(checkpoint: Path) -> bool:
     `adapter/` or `model/` folder of a retrain 0.1.0 checkpoint."""
     return any(any(folder.glob("*.safetensors")) for folder in (checkpoint, checkpoint / "adapter", checkpoint / "model")
                if folder.is_dir())
+
+
+def _check_target(result: Check, d: Path, target: Path) -> None:
+    """The resumed run writes into the config's log_dir; elsewhere than `d`, it must be free."""
+    result.facts["log_dir"] = str(target)
+    if target.resolve() == d.resolve():
+        return
+    if holds_run(target):
+        result.add("error", "resume_target_holds_run",
+                   f"the config's log_dir {target} holds another run; the resumed run would write there")
+    else:
+        result.add("info", "resume_into_other_log_dir", f"the resumed run will write its logs to {target}, not {d}")

@@ -28,7 +28,8 @@ class Start:
     note: str = ""
 
 
-def _holds_run(log_dir: Path) -> bool:
+def holds_run(log_dir: Path) -> bool:
+    """A log directory that a fresh run must not write into: it has a state file or metrics."""
     metrics = log_dir / METRICS
     return (log_dir / STATE_FILE).exists() or (metrics.exists() and metrics.stat().st_size > 0)
 
@@ -43,7 +44,7 @@ def prepare(config: TrainConfig, log: RunLog) -> Start:
     log_dir = Path(config.logging.log_dir)
     resume = config.resume.from_
     if not resume:
-        if _holds_run(log_dir):
+        if holds_run(log_dir):
             raise RunDirError(
                 f"{log_dir} already holds a run; resume it with --resume {log_dir}, or choose another "
                 f"[logging] log_dir (--log-dir), or delete the folder")
@@ -58,7 +59,7 @@ def prepare(config: TrainConfig, log: RunLog) -> Start:
     state = read_state(resume_dir)
     if state.finished:
         raise RunDirError(f"the run in {resume} already finished (checkpoint 'final'); nothing to resume")
-    if not same and _holds_run(log_dir):
+    if not same and holds_run(log_dir):
         raise RunDirError(f"resuming {resume} into {log_dir}, which already holds another run")
     checkpoint = state.checkpoint_path
     if checkpoint and not Path(checkpoint).exists():

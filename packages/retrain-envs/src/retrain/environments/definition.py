@@ -16,9 +16,9 @@ class EnvironmentDefinition:
 
 VERIFIERS = EnvironmentDefinition(
     "verifiers", "retrain.environments.verifiers:create_environment", "retrain-envs", available=False,
-    note="retrain-envs ships its metadata only; verifiers environments are not available in this version",
+    note="verifiers environments are not built yet in this version",
 )
 OPENENV = EnvironmentDefinition(
     "openenv", "retrain.environments.openenv.load:create_environment", "retrain-envs", available=False,
-    note="retrain-envs ships its metadata only; OpenEnv environments are not available in this version",
+    note="OpenEnv environments are not built yet in this version",
 )

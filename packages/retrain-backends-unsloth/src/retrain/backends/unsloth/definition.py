@@ -2,9 +2,4 @@
 
 from retrain.backends.catalog import builtin_definition
 
-BACKEND = builtin_definition(
-    "unsloth",
-    factory="retrain.backends.unsloth.create:create_backend",
-    available=False,
-    note="retrain-backends-unsloth ships its metadata only; the unsloth backend is not available in this version",
-)
+BACKEND = builtin_definition("unsloth", factory="retrain.backends.unsloth.create:create_backend")

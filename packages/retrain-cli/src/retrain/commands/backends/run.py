@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import textwrap
 
 from retrain.backends.catalog import all_entries, describe_catalog
+from retrain.config.validate.built import option_built
+
+INDENT = " " * 12
 
 
 def _flag(value: bool) -> str:
@@ -20,10 +24,10 @@ def run(as_json: bool) -> None:
         d = entry.definition
         caps = d.capabilities
         lines.append(f"  {entry.name:<9} {entry.status:<30} [{d.distribution}] ({entry.source})")
-        if not entry.installed:
-            lines.append(f"            install: {d.hint}")
-        elif d.note:
+        if d.note:
             lines.append(f"            note: {d.note}")
+        elif not entry.installed:
+            lines.append(f"            install: {d.hint}")
         for problem in entry.problems:
             lines.append(f"            problem: {problem}")
         lines.append(
@@ -35,10 +39,21 @@ def run(as_json: bool) -> None:
         schema = d.option_schema or {}
         lines.append(f"            options: {len(schema)} (`retrain backends --json` lists them)" if schema
                      else "            options: none")
+        unbuilt = [k for k in schema if not option_built(entry.name, k)]
+        if d.available and unbuilt:
+            lines += textwrap.wrap(f"not built yet ({len(unbuilt)}, refused when set): {', '.join(unbuilt)}",
+                                   width=100, initial_indent=INDENT, subsequent_indent=INDENT + "  ")
     lines += [
         "",
         "Plugins: set [backend] backend to a dotted path (my_pkg.module:factory), or register a",
         "BackendDefinition in the `retrain.backends` entry-point group of your distribution.",
         "Dotted-path plugins may declare retrain_backend_capabilities / retrain_backend_option_schema.",
+        "",
+        *textwrap.wrap(
+            "Not built yet in this version: the "
+            + ", ".join(e.name for e in all_entries() if not e.definition.available)
+            + " backends (explain previews them; a run refuses them). Environments, inference servers, "
+            "ECHO, TL-GRPO, SFT data sets and multi-GPU training are not built either; a config that "
+            "asks for them is refused by name (`retrain man validation`).", width=100),
     ]
     print("\n".join(lines))

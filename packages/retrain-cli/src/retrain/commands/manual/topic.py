@@ -75,6 +75,7 @@ def options_block() -> str:
 
 def keys_block() -> str:
     from retrain.config.fields import all_fields
+    from retrain.config.validate.built import not_built_doc
 
     lines = []
     section = ""
@@ -83,5 +84,7 @@ def keys_block() -> str:
             section = spec.section
             lines.append(f"  [{section}]")
         default = "{}" if spec.is_mapping and not spec.default else repr(spec.default)
-        lines.append(f"    {spec.key:<36} {spec.type_name():<10} default {default}")
+        doc = not_built_doc(spec.dotted).replace("**Not built yet:** ", "").replace("`", "").rstrip(".")
+        marker = f"  [not built yet: {doc}]" if doc else ""
+        lines.append(f"    {spec.key:<36} {spec.type_name():<10} default {default}{marker}")
     return "\n".join(lines)

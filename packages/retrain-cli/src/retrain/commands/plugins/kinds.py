@@ -63,8 +63,8 @@ KINDS: dict[str, ScaffoldKind] = {
         ScaffoldKind(
             "inference",
             "{Name}Engine",
-            "# Inference engines are chosen by name ([inference] engine); register this one\n"
-            "# from your distribution and point [inference] url at it.\n",
+            "# Inference engines other than the in-process pytorch one are not built yet in this\n"
+            "# version: [inference] engine and url refuse anything else, so nothing selects this yet.\n",
             "sampling engine class",
         ),
         ScaffoldKind(
@@ -77,7 +77,8 @@ KINDS: dict[str, ScaffoldKind] = {
         ScaffoldKind(
             "trainer",
             "{name}",
-            '[training]\ntrainer = "{name}.{attr}"\n',
+            "# Trainer plugins are not built yet in this version: [training] trainer accepts only\n"
+            '# "retrain" (the RL loop), so nothing selects this yet.\n',
             "runner f(config) that replaces the RL loop",
         ),
     )

@@ -19,15 +19,11 @@ def run(args: list[str]) -> None:
         if overrides:
             raise UserError(f"override flags apply to single runs; {path} is a {kind} config",
                              hint=f"edit the file's [{kind}] table or its base sections instead")
-        raise UserError(f"{kind} runs are not available in this version of retrain ({path})",
+        raise UserError(f"{kind} runs are not built yet in this version ({path})",
                          hint="`retrain explain` previews it")
     loaded = load_config(path, overrides)
     print_warnings(loaded.warnings)
-    config = loaded.config
-    if config.training.trainer != "retrain":
-        raise UserError(f"trainer {config.training.trainer!r} is not available in this version "
-                         "(only the RL trainer 'retrain' is)", hint='[training] trainer = "retrain"')
-    train(config, loaded.path)
+    train(loaded.config, loaded.path)
 
 
 def train(config: object, config_path: str) -> None:

@@ -1,18 +1,18 @@
 """Validation passes over a fully layered config. Every pass reports all it finds.
 
 `validate(config)` returns the normalised config (canonical uncertainty kind, backend options
-filled with defaults), the errors and the warnings. Passes: bounds (single fields and
-cross-field rules), modes (algorithm selectors), runtime (backend, environment, devices),
-plugins (dotted paths import), warnings.
+filled with defaults), the errors and the warnings. Passes: built (keys, values and options
+that nothing reads yet are refused), bounds (single fields and cross-field rules), modes
+(algorithm selectors), runtime (backend, environment, devices), plugins (dotted paths import),
+warnings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from retrain.config.errors import ConfigIssue
 from retrain.config.schema import TrainConfig
 from retrain.config.validate.bounds import check_bounds
+from retrain.config.validate.built import check_built, drop_superseded
 from retrain.config.validate.mode import check_modes
 from retrain.config.validate.plugins import check_plugins
 from retrain.config.validate.runtime import check_runtime
@@ -22,13 +22,15 @@ from retrain.config.validate.warn import collect_warnings
 def validate(
     config: TrainConfig, *, import_plugins: bool = True
 ) -> tuple[TrainConfig, list[ConfigIssue], list[ConfigIssue]]:
+    refusals, option_warnings = check_built(config)
     errors: list[ConfigIssue] = []
     errors += check_bounds(config)
     config, mode_issues = check_modes(config)
     errors += mode_issues
     config, runtime_issues = check_runtime(config)
     errors += runtime_issues
+    errors = refusals + drop_superseded(errors, refusals)
     if import_plugins and not errors:
         errors += check_plugins(config)
-    warnings: Sequence[ConfigIssue] = collect_warnings(config) if not errors else []
-    return config, errors, list(warnings)
+    warnings = [*option_warnings, *collect_warnings(config)] if not errors else []
+    return config, errors, warnings

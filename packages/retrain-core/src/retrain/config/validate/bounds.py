@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from retrain.config.errors import ConfigIssue
-from retrain.config.fields import all_fields, by_flat, get_value
+from retrain.config.fields import all_fields, by_flat, get_value, parse_devices
 from retrain.config.schema import TrainConfig
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -111,17 +111,19 @@ def _optimizer_batch(c: TrainConfig) -> list[ConfigIssue]:
                 f"{item!r} is not allowed (allowed: {', '.join(OPTIMIZER_BATCH_ALLOWED_DIFFERENCES)})")
     if ob.capture or replay:
         checks = [
-            (c.backend.backend == "local", "backend", "needs backend = local"),
-            (c.inference.engine == "pytorch", "inference_engine", "needs engine = pytorch"),
-            (len([d for d in c.backend.devices.split(",") if d.strip()]) == 1, "devices",
-             "needs exactly one device"),
-            (t.max_steps == 1, "max_steps", "needs max_steps = 1"),
-            (t.save_every == 0, "save_every", "needs save_every = 0"),
-            (t.sft_warmup_steps == 0, "sft_warmup_steps", "needs sft_warmup_steps = 0"),
-            (not c.backpressure.enabled, "bp_enabled", "needs backpressure disabled"),
-            (bool(c.resume.from_), "resume_from", "needs [resume] from (the initial adapter)"),
+            (c.backend.backend == "local", "needs backend = local"),
+            (c.inference.engine == "pytorch", "needs engine = pytorch"),
+            (len(parse_devices(c.backend.devices)) == 1, "needs exactly one device"),
+            (t.max_steps == 1, "needs max_steps = 1"),
+            (t.save_every == 0, "needs save_every = 0"),
+            (t.sft_warmup_steps == 0, "needs sft_warmup_steps = 0"),
+            (not c.backpressure.enabled, "needs backpressure disabled"),
+            (bool(c.resume.from_), "needs [resume] from (the initial adapter)"),
         ]
-        for ok, flat, message in checks:
+        # keyed on the capture/replay setting that imposes the rule, not on the live key it
+        # constrains, so a refusal of the unbuilt feature supersedes these (validate.built)
+        owner = "optimizer_batch_capture" if ob.capture else "trainer"
+        for ok, message in checks:
             if not ok:
-                err(flat, f"optimizer-batch capture/replay {message}")
+                err(owner, f"optimizer-batch capture/replay {message}")
     return issues

@@ -33,8 +33,16 @@ def check_selector(value: str, builtins: Sequence[str], group: str | None, key: 
     if value in registered:
         return None
     known = [*builtins, *registered]
-    hint = did_you_mean(value, known) or f"one of: {', '.join(known)}; or a dotted path pkg.module.attr"
-    return ConfigIssue(f"unknown {what} {value!r}", key=key, hint=hint)
+    return ConfigIssue(f"unknown {what} {value!r}", key=key, hint=available_hint(value, known))
+
+
+def available_hint(value: str, known: Sequence[str], *, dotted: bool = True,
+                   guesses: Sequence[str] = ()) -> str:
+    """'did you mean X? available: a, b, c' — the list is always there, the guess (among
+    `guesses`, default `known`) when one is close."""
+    guess = did_you_mean(value, guesses or known)
+    listing = f"available: {', '.join(dict.fromkeys(known))}" + ("; or a dotted path pkg.module.attr" if dotted else "")
+    return f"{guess} {listing}" if guess else listing
 
 
 def canonical_uncertainty(value: str) -> str | None:
@@ -43,6 +51,10 @@ def canonical_uncertainty(value: str) -> str | None:
     if canon is not None:
         return canon
     return value.strip() if is_dotted(value.strip()) else None
+
+
+def _kind_hint(value: str) -> str:
+    return available_hint(value.strip().lower(), builtin.UNCERTAINTY_KINDS, guesses=list(builtin.UNCERTAINTY_ALIASES))
 
 
 def check_modes(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
@@ -63,8 +75,7 @@ def check_modes(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
     if kind is None:
         issues.append(ConfigIssue(
             f"unknown uncertainty kind {a.uncertainty_kind!r}", key="[algorithm] uncertainty_kind",
-            hint=did_you_mean(a.uncertainty_kind.lower(), builtin.UNCERTAINTY_ALIASES)
-            or f"one of: {', '.join(builtin.UNCERTAINTY_KINDS)}"))
+            hint=_kind_hint(a.uncertainty_kind)))
         return c, issues
 
     transform_params = dict(a.transform_params)
@@ -90,7 +101,7 @@ def check_modes(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
             canon = canonical_uncertainty(raw) if isinstance(raw, str) else None
             if canon is None:
                 issues.append(ConfigIssue(f"unknown uncertainty kind {raw!r}", key=f"{where} {sel}",
-                                          hint=f"one of: {', '.join(builtin.UNCERTAINTY_KINDS)}"))
+                                          hint=_kind_hint(str(raw))))
                 continue
             table[sel] = canon
             if override is not None and override[1] != canon:

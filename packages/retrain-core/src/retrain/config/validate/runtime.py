@@ -9,16 +9,14 @@ import msgspec
 
 from retrain.backends import catalog
 from retrain.backends.options import normalize_options
-from retrain.config.errors import ConfigIssue, did_you_mean
+from retrain.config.errors import ConfigIssue
+from retrain.config.fields import parse_devices
 from retrain.config.schema import TrainConfig
-from retrain.config.validate.mode import check_selector
+from retrain.config.validate.built import live_values
+from retrain.config.validate.mode import available_hint, check_selector
 from retrain.plugins.resolve import is_dotted
 from retrain.registry import builtin
 from retrain.registry.entry_points import names as entry_point_names
-
-
-def parse_devices(devices: str) -> list[str]:
-    return [d.strip() for d in devices.split(",") if d.strip()]
 
 
 def check_device(spec: str) -> str | None:
@@ -55,7 +53,7 @@ def check_runtime(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
         if entry is None:
             known = [*catalog.BUILTIN_BACKENDS, *catalog.entry_point_names()]
             issues.append(ConfigIssue(f"unknown backend {b.backend!r}", key="[backend] backend",
-                                      hint=did_you_mean(b.backend, known) or f"one of: {', '.join(dict.fromkeys(known))}"))
+                                      hint=available_hint(b.backend, _runnable(known), guesses=known)))
     if entry is not None:
         schema = entry.definition.option_schema
         if b.backend == "unsloth":
@@ -81,11 +79,13 @@ def check_runtime(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
     t = c.training
     if t.trainer not in builtin.TRAINERS and not is_dotted(t.trainer):
         issues.append(ConfigIssue(f"unknown trainer {t.trainer!r}", key="[training] trainer",
-                                  hint=did_you_mean(t.trainer, builtin.TRAINERS) or f"one of: {', '.join(builtin.TRAINERS)}"))
+                                  hint=available_hint(t.trainer, live_values("training.trainer", builtin.TRAINERS),
+                                                      guesses=builtin.TRAINERS, dotted=False)))
     engine = c.inference.engine
     if engine not in builtin.INFERENCE_ENGINES:
         issues.append(ConfigIssue(f"unknown inference engine {engine!r}", key="[inference] engine",
-                                  hint=did_you_mean(engine, builtin.INFERENCE_ENGINES) or f"one of: {', '.join(builtin.INFERENCE_ENGINES)}"))
+                                  hint=available_hint(engine, live_values("inference.engine", builtin.INFERENCE_ENGINES),
+                                                     guesses=builtin.INFERENCE_ENGINES, dotted=False)))
     for value, names, kind, key in (
         (c.reward.type, builtin.REWARDS, "reward", "[reward] type"),
         (c.planning.detector, builtin.PLANNING_DETECTORS, "planning_detector", "[planning] detector"),
@@ -97,12 +97,18 @@ def check_runtime(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
         issues.append(ConfigIssue("type = custom needs custom_module", key="[reward] custom_module",
                                   hint='custom_module = "my_rewards"'))
     if c.algorithm.uncertainty_kind == "shannon_entropy" and (engine != "pytorch" or b.backend == "tinker"):
+        here = [k for k in builtin.UNCERTAINTY_KINDS if k != "shannon_entropy"]
         issues.append(ConfigIssue(
             "shannon_entropy needs the pytorch inference engine on a non-tinker backend "
             "(full token distributions)", key="[algorithm] uncertainty_kind",
-            hint='uncertainty_kind = "surprisal"'))
+            hint=f"available here: {', '.join(here)}; or a dotted path"))
     backend = msgspec.structs.replace(b, options=options)
     return msgspec.structs.replace(c, backend=backend), issues
+
+
+def _runnable(names: list[str]) -> list[str]:
+    """Backend names that are built (whether or not their distribution is installed here)."""
+    return [n for n in dict.fromkeys(names) if (e := catalog.lookup(n)) is not None and e.definition.available]
 
 
 def _unsloth_precision(options: dict[str, Any]) -> dict[str, Any]:
@@ -134,4 +140,4 @@ def _backend_rules(backend: str, options: dict[str, Any], c: TrainConfig) -> lis
     return issues
 
 
-__all__ = ["check_runtime", "entry_point_names", "parse_devices"]
+__all__ = ["check_runtime", "entry_point_names"]

@@ -22,4 +22,12 @@ def collect_warnings(c: TrainConfig) -> list[ConfigIssue]:
         out.append(ConfigIssue(f"{t.weight_decay} is negative", key="[training] weight_decay"))
     if t.clip_eps > 0 and b.backend not in ("local", "unsloth", "tinker"):
         out.append(ConfigIssue(f"backend {b.backend!r} may ignore PPO clipping", key="[training] clip_eps"))
+    d = c.data
+    if d.source == "arithmetic" and d.path:
+        out.append(ConfigIssue("not read: source = arithmetic generates its problems", key="[data] path"))
+    if d.source == "math" and d.difficulty != 1:
+        out.append(ConfigIssue("not read: difficulty applies to source = arithmetic", key="[data] difficulty"))
+    if c.logging.wandb_project and c.logging.checkpoint_artifacts == "auto":
+        out.append(ConfigIssue("uploading checkpoints to W&B is not built yet in this version; they stay under "
+                               "adapter_path", key="[logging] checkpoint_artifacts"))
     return out

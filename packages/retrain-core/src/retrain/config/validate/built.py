@@ -1,0 +1,251 @@
+"""What this version builds: the keys, values and backend options that no runtime code reads yet.
+
+A config that sets one of them to anything but a live value is refused at load (so `explain`,
+`trace` and a run refuse it alike) with one line naming the key, "not built yet in this
+version" and what to use instead. Nothing is accepted and then ignored: a test walks every
+schema field and every option of a built backend and fails when one is neither read by
+runtime code nor listed here. When a feature is built, its lines leave these tables.
+
+Backends that are not built (tinker, unsloth, prime_rl) are marked in their catalog
+definitions (`available=False`) and refused when a run starts; `explain` still previews them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from retrain.backends.options import BUILTIN_OPTION_SCHEMAS
+from retrain.config.errors import ConfigIssue
+from retrain.config.fields import (
+    CoerceError,
+    FieldSpec,
+    all_fields,
+    coerce,
+    get_value,
+    parse_devices,
+)
+from retrain.config.schema import TrainConfig
+from retrain.plugins.resolve import is_dotted
+
+NOT_BUILT_TEXT = "not built yet in this version"
+DOTTED = "<dotted path>"  # in `values`: any dotted plugin path
+
+
+def _second_device(value: Any) -> bool:
+    return len(parse_devices(value)) > 1
+
+
+@dataclass(frozen=True)
+class NotBuilt:
+    """A key ("section.key") or a whole section ("section") that nothing reads yet.
+
+    Refused: any non-default value (`values` empty), or only the listed `values`, or the
+    values `refuse` accepts. `what` names the feature ({value!r} is filled in); `instead` is
+    the hint.
+    """
+
+    where: str
+    what: str
+    instead: str
+    values: tuple[Any, ...] = ()
+    refuse: Callable[[Any], bool] | None = None
+
+    def refuses(self, spec: FieldSpec, value: Any) -> bool:
+        if self.refuse is not None:
+            return self.refuse(value)
+        if self.values:
+            return value in self.values or (DOTTED in self.values and isinstance(value, str) and is_dotted(value))
+        return bool(value != spec.default)
+
+    @property
+    def doc(self) -> str:
+        """One phrase for the configuration reference."""
+        if self.values:
+            shown = ", ".join("a dotted path" if v == DOTTED else f"`{v}`" for v in self.values)
+            return f"**Not built yet:** {shown}."
+        if self.refuse is not None:
+            return f"**Not built yet:** {self.what}."
+        return "**Not built yet:** only the default is accepted."
+
+
+_TL_GRPO = ("turn-level GRPO (tl_grpo)", "remove it; tl_grpo = false")
+_SFT_DATA = ("a separate SFT data set", 'remove it; sft_warmup_steps warms up on the [data] prompts')
+_INFERENCE = ("inference-engine tuning", 'remove it; the in-process engine = "pytorch" samples')
+
+NOT_BUILT: tuple[NotBuilt, ...] = (
+    NotBuilt("backend.devices", "training on more than one device", 'one device: devices = "gpu:0" or "cpu"',
+             refuse=_second_device),
+    NotBuilt("backend.throttle_dir", "Tinker call throttling", "remove it; the tinker backend is not built either"),
+    NotBuilt("backend.max_concurrent", "Tinker call throttling", "remove it; the tinker backend is not built either"),
+    NotBuilt("model.base_url", "a remote model service (base_url)", "remove it; the model loads in-process"),
+    NotBuilt("reward.type", "{value!r} (the LLM judge reward)", 'type = "match", "math", "custom" or a reward plugin',
+             values=("judge",)),
+    NotBuilt("reward.judge_model", "the LLM judge reward", "remove it"),
+    NotBuilt("training.trainer", "{value!r}", 'trainer = "retrain", the RL loop',
+             values=("sft", "optimizer_replay", "command", "ttt_discover", DOTTED)),
+    NotBuilt("training.trainer_command", "trainer = command", "remove it"),
+    NotBuilt("training.tl_grpo", *_TL_GRPO),
+    NotBuilt("training.tl_grpo_branch_mode", *_TL_GRPO),
+    NotBuilt("training.tl_grpo_branch_size", *_TL_GRPO),
+    NotBuilt("training.tl_grpo_lookahead_steps", *_TL_GRPO),
+    NotBuilt("training.tl_grpo_ema_decay", *_TL_GRPO),
+    NotBuilt("training.tl_grpo_ema_init", *_TL_GRPO),
+    NotBuilt("training.sft_data_path", *_SFT_DATA),
+    NotBuilt("training.sft_data_sha256", *_SFT_DATA),
+    NotBuilt("training.sft_data_rows", *_SFT_DATA),
+    NotBuilt("training.sft_audit_path", *_SFT_DATA),
+    NotBuilt("training.sft_audit_sha256", *_SFT_DATA),
+    NotBuilt("training.sft_token_audit_path", *_SFT_DATA),
+    NotBuilt("training.sft_token_audit_sha256", *_SFT_DATA),
+    NotBuilt("training.sft_max_tokens", "an SFT sequence cap", "remove it; warmup targets are short"),
+    NotBuilt("training.sft_batch_order", "SFT batch ordering", "remove it; warmup takes the [data] prompt order"),
+    NotBuilt("training.sft_length_bucket_size", "SFT batch ordering", "remove it; warmup takes the [data] prompt order"),
+    NotBuilt("training.sft_reshuffle_each_epoch", "SFT batch ordering", "remove it; warmup takes the [data] prompt order"),
+    NotBuilt("echo", "ECHO (an auxiliary loss on environment tokens)", "remove the [echo] table"),
+    NotBuilt("inference.engine", "{value!r}", 'engine = "pytorch", the in-process sampler',
+             values=("max", "vllm", "sglang", "trtllm", "mlx", "openai")),
+    NotBuilt("inference.url", "an inference server", 'remove it; the in-process engine = "pytorch" samples'),
+    NotBuilt("inference.attention_kernel", *_INFERENCE),
+    NotBuilt("inference.dtype", *_INFERENCE),
+    NotBuilt("inference.kv_cache_dtype", *_INFERENCE),
+    NotBuilt("inference.prefix_caching", *_INFERENCE),
+    NotBuilt("environment", "environment support (verifiers, OpenEnv)",
+             'remove the [environment] table; prompts come from [data] source, scores from [reward] type'),
+    NotBuilt("logging.checkpoint_artifacts", "uploading checkpoints to W&B",
+             'checkpoint_artifacts = "auto" or "off"; checkpoints stay under adapter_path', values=("wandb",)),
+    NotBuilt("logging.generation_top_surprisal_limit", "logging the most surprising tokens of a generation", "remove it"),
+    NotBuilt("optimizer_batch", "optimizer-batch capture and replay", "remove the [optimizer_batch] table"),
+    NotBuilt("plugins.strict", "lenient plugin loading", "remove it; a plugin that fails to load is always an error"),
+)
+
+_OFFLOAD = ("activation offload to CPU memory", "remove it; lower train_microbatch_size to save memory")
+_FUSED_CE = ("the fused cross-entropy path", 'remove it; kernels = "auto" picks the selected-token logprob kernel')
+_LIGER = ("the Liger kernel path", 'remove it; kernels = "auto" picks retrain\'s own kernels')
+_OSCAR = ("OSCAR KV-cache quantization", "remove it")
+_CKPT = ("gradient-checkpointing tuning", "remove it; gradient_checkpointing turns it on or off")
+_LORA = ("this LoRA variant", "remove it; lora_target_modules and lora_layers_to_transform choose what LoRA adapts")
+
+#: [backend.options] of built backends that nothing reads yet: backend -> option -> (what, instead).
+NOT_BUILT_OPTIONS: dict[str, dict[str, tuple[str, str]]] = {
+    "local": {
+        "train_selective_suffix_logits": ("completion-only logits", "remove it"),
+        "train_save_on_cpu": _OFFLOAD,
+        "train_save_on_cpu_pin_memory": _OFFLOAD,
+        "train_save_on_cpu_min_numel": _OFFLOAD,
+        "train_supervised_context_tokens": ("supervised context-token masking", "remove it"),
+        "train_unsloth_fused_ce": _FUSED_CE,
+        "train_unsloth_fused_ce_target_gb": _FUSED_CE,
+        "train_unsloth_fused_ce_torch_compile": _FUSED_CE,
+        "train_compile_selective_ce": _FUSED_CE,
+        "train_compile_selective_ce_min_tokens": _FUSED_CE,
+        "liger_kernel": _LIGER,
+        "liger_fused_linear_ce": _LIGER,
+        "cuda_empty_cache": ("emptying the CUDA cache between phases", "remove it"),
+        "cuda_expandable_segments": ("CUDA expandable segments", "remove it; set PYTORCH_CUDA_ALLOC_CONF yourself"),
+        "qwen35_gated_delta_kernel": ("the Qwen3.5 gated-delta kernel choice", "remove it"),
+        "train_sft_microbatch_token_budget": ("token-budget SFT micro-batching", "remove it; use train_microbatch_size"),
+        "strict_deterministic": ("strict deterministic mode", "remove it; a seeded CPU run is already bit-exact"),
+        "sample_kv_quantization": _OSCAR,
+        "sample_oscar_repo": _OSCAR,
+        "sample_oscar_bits": _OSCAR,
+        "sample_oscar_quant_mode": _OSCAR,
+        "sample_oscar_group_size": _OSCAR,
+        "sample_oscar_kv_rotation": _OSCAR,
+        "sample_oscar_kv_norm": _OSCAR,
+        "sample_oscar_residual_block_size": _OSCAR,
+        "sample_oscar_attn_implementation": _OSCAR,
+        "gradient_checkpointing_use_reentrant": _CKPT,
+        "gradient_checkpointing_skip_last_n": _CKPT,
+        "cudnn_causal_conv1d_shim": ("the cuDNN causal-conv1d shim", "remove it"),
+        "lora_detach_input": _LORA,
+        "lora_fast_linear": _LORA,
+        "lora_freeze_a": _LORA,
+    },
+}
+
+#: Live options that do nothing on the CPU: backend -> option -> why (a warning, not an error).
+CUDA_ONLY_OPTIONS: dict[str, dict[str, str]] = {
+    "local": {"gradient_checkpointing": "gradient checkpointing is used on CUDA only"},
+}
+
+
+@cache
+def _entries() -> dict[str, tuple[FieldSpec, NotBuilt]]:
+    """Dotted key -> (field, entry), with section entries expanded to each of their keys."""
+    out: dict[str, tuple[FieldSpec, NotBuilt]] = {}
+    for spec in all_fields():
+        for entry in NOT_BUILT:
+            if entry.where in (spec.dotted, spec.section):
+                out[spec.dotted] = (spec, entry)
+    return out
+
+
+def refused_keys() -> frozenset[str]:
+    """Every dotted key some value of which is refused as not built."""
+    return frozenset(_entries())
+
+
+def not_built_doc(dotted: str) -> str:
+    """The configuration reference's marker for a key, or ''."""
+    found = _entries().get(dotted)
+    return found[1].doc if found else ""
+
+
+def live_values(dotted: str, names: Sequence[str]) -> list[str]:
+    """`names` without the values of key `dotted` that are not built (for "available: ..." hints)."""
+    found = _entries().get(dotted)
+    if found is None:
+        return list(names)
+    spec, entry = found
+    return [n for n in names if not entry.refuses(spec, n)]
+
+
+def option_built(backend: str, option: str) -> bool:
+    return option not in NOT_BUILT_OPTIONS.get(backend, {})
+
+
+def check_built(c: TrainConfig) -> tuple[list[ConfigIssue], list[ConfigIssue]]:
+    """(refusals, warnings). Reads `[backend.options]` as written, before defaults fill it."""
+    errors: list[ConfigIssue] = []
+    for spec, entry in _entries().values():
+        value = get_value(c, spec)
+        if entry.refuses(spec, value):
+            errors.append(ConfigIssue(f"{entry.what.format(value=value)} is {NOT_BUILT_TEXT}", key=spec.label,
+                                      hint=entry.instead))
+    backend, options = c.backend.backend, c.backend.options
+    schema = BUILTIN_OPTION_SCHEMAS.get(backend, {})
+    for key, (what, instead) in NOT_BUILT_OPTIONS.get(backend, {}).items():
+        if key in options and _differs(options[key], schema[key].value_type, schema[key].default):
+            errors.append(ConfigIssue(f"{what} is {NOT_BUILT_TEXT}", key=f"[backend.options] {key}", hint=instead))
+    warnings: list[ConfigIssue] = []
+    on_cpu = (parse_devices(c.backend.devices) or [""])[0] == "cpu"
+    for key, why in CUDA_ONLY_OPTIONS.get(backend, {}).items():
+        if on_cpu and key in options:
+            warnings.append(ConfigIssue(f"has no effect on the CPU ({why})", key=f"[backend.options] {key}"))
+    return errors, warnings
+
+
+def _differs(raw: Any, value_type: type, default: Any) -> bool:
+    """True when `raw` coerces to a value other than the default; an uncoercible value is left
+    to the option schema's own error."""
+    try:
+        return bool(coerce(value_type, raw) != default)
+    except CoerceError:
+        return False
+
+
+def drop_superseded(issues: list[ConfigIssue], refusals: list[ConfigIssue]) -> list[ConfigIssue]:
+    """Issues of the other passes, minus those about keys of features that are not built: once
+    a config asks for an unbuilt feature, its cross-field rules only add noise to the refusal.
+    Keys that are wholly unbuilt (any non-default value refused) always go; partly live keys
+    (trainer, engine, devices, ...) go only when this config's value was refused."""
+    if not refusals:
+        return issues
+    labels = {i.key for i in refusals}
+    for spec, entry in _entries().values():
+        if not entry.values and entry.refuse is None:
+            labels.add(spec.label)
+    return [i for i in issues if i.key not in labels]
