@@ -4,6 +4,7 @@ from retrain.backends.catalog import builtin_definition
 
 BACKEND = builtin_definition(
     "tinker",
+    contract=(1, 0),  # the backend contract this distribution was built against
     factory="retrain.backends.tinker.create:create_backend",
     available=False,
     note="retrain-backends-tinker ships its metadata only; the tinker backend is not available in this version",

@@ -4,6 +4,7 @@ from retrain.backends.catalog import builtin_definition
 
 BACKEND = builtin_definition(
     "unsloth",
+    contract=(1, 0),  # the backend contract this distribution was built against
     factory="retrain.backends.unsloth.create:create_backend",
     available=False,
     note="retrain-backends-unsloth ships its metadata only; the unsloth backend is not available in this version",

@@ -1,10 +1,16 @@
-"""`retrain backends [--json]`: the backend catalog as installed here."""
+"""`retrain backends [--json]`: the backend catalog as installed here, the contract versions
+this core supports, and the environment providers with the contract each declares."""
 
 from __future__ import annotations
 
 import json
 
 from retrain.backends.catalog import all_entries, describe_catalog
+from retrain.backends.protocol import BACKEND_CONTRACT
+from retrain.environments import catalog as environments
+from retrain.environments.protocol import ENVIRONMENT_CONTRACT
+from retrain.registry.contract import supported_text, text
+from retrain.registry.health import distribution_version
 
 
 def _flag(value: bool) -> str:
@@ -13,13 +19,19 @@ def _flag(value: bool) -> str:
 
 def run(as_json: bool) -> None:
     if as_json:
-        print(json.dumps(describe_catalog(), indent=2, default=str))
+        data = describe_catalog()
+        data["contracts"]["environment"] = text(ENVIRONMENT_CONTRACT)
+        data["environments"] = [_describe_environment(e) for e in environments.all_entries()]
+        print(json.dumps(data, indent=2, default=str))
         return
-    lines = ["Backends:"]
+    core = distribution_version("retrain-core") or "?"
+    lines = [f"Contracts: backend {supported_text(BACKEND_CONTRACT)}, environment "
+             f"{supported_text(ENVIRONMENT_CONTRACT)} (retrain-core {core})", "", "Backends:"]
     for entry in all_entries():
         d = entry.definition
         caps = d.capabilities
-        lines.append(f"  {entry.name:<9} {entry.status:<30} [{d.distribution}] ({entry.source})")
+        built = f", contract {text(d.contract)}" if entry.installed else ""
+        lines.append(f"  {entry.name:<9} {entry.status:<30} [{d.distribution}{built}] ({entry.source})")
         if not entry.installed:
             lines.append(f"            install: {d.hint}")
         elif d.note:
@@ -35,10 +47,33 @@ def run(as_json: bool) -> None:
         schema = d.option_schema or {}
         lines.append(f"            options: {len(schema)} (`retrain backends --json` lists them)" if schema
                      else "            options: none")
+    lines += ["", "Environments:"]
+    envs = environments.all_entries()
+    for env in envs:
+        declared = text(env.definition.contract) if env.definition is not None else "?"
+        lines.append(f"  {env.name:<9} {env.status:<30} [{env.distribution}, contract {declared}]")
+        if env.definition is not None and env.definition.note and not env.problems:
+            lines.append(f"            note: {env.definition.note}")
+        lines += [f"            problem: {p}" for p in env.problems]
+    if not envs:
+        lines.append("  none installed (pip install retrain-envs)")
     lines += [
         "",
         "Plugins: set [backend] backend to a dotted path (my_pkg.module:factory), or register a",
         "BackendDefinition in the `retrain.backends` entry-point group of your distribution.",
         "Dotted-path plugins may declare retrain_backend_capabilities / retrain_backend_option_schema.",
+        "A registered definition declares the contract it was built against (docs/backends.md).",
     ]
     print("\n".join(lines))
+
+
+def _describe_environment(entry: environments.EnvironmentEntry) -> dict[str, object]:
+    d = entry.definition
+    return {
+        "name": entry.name,
+        "distribution": entry.distribution,
+        "contract": text(d.contract) if d is not None else None,
+        "status": entry.status,
+        "note": d.note if d is not None else "",
+        "problems": entry.problems,
+    }
