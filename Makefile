@@ -1,10 +1,12 @@
-# Every target runs inside the uv workspace; `uv run` syncs all members first.
+# Every target runs inside the uv workspace; `uv run` syncs all members first, except
+# test-<member>, which installs that member alone (see below).
 UV ?= uv
 PYTEST ?= $(UV) run pytest
 PACKAGES := retrain-core retrain-kernels retrain-backends-local retrain-backends-tinker \
             retrain-backends-unsloth retrain-envs retrain-cli
 
-.PHONY: setup lint typecheck test test-all docs bench demo clean $(addprefix test-,$(PACKAGES)) test-workspace
+.PHONY: setup lint typecheck test test-all docs bench demo clean $(addprefix test-,$(PACKAGES)) test-packages \
+        test-workspace
 
 setup:
 	$(UV) sync --all-packages
@@ -24,8 +26,14 @@ typecheck:
 test:
 	$(PYTEST) -n 2
 
+# One member's tests with only what it declares installed: its dependencies and its own `dev`
+# group, synced from uv.lock into .venvs/<member> so the workspace's .venv stays whole. A test
+# that imports an undeclared member fails here, not in the workspace run.
 $(addprefix test-,$(PACKAGES)): test-%:
-	$(PYTEST) packages/$*/tests
+	UV_PROJECT_ENVIRONMENT="$(CURDIR)/.venvs/$*" $(UV) sync --package $* --locked --quiet
+	"$(CURDIR)/.venvs/$*/bin/python" -m pytest -n 2 packages/$*/tests
+
+test-packages: $(addprefix test-,$(PACKAGES))
 
 test-workspace:
 	$(PYTEST) tests
@@ -42,4 +50,4 @@ demo:
 	$(UV) run retrain
 
 clean:
-	rm -rf site dist .pytest_cache .mypy_cache .ruff_cache
+	rm -rf site dist .venvs .pytest_cache .mypy_cache .ruff_cache

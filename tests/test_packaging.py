@@ -1,4 +1,5 @@
-"""Each distribution builds a wheel, and the CLI + Tinker backend install without torch."""
+"""Each distribution builds a wheel that keeps its ranges on the other members; the CLI and
+core wheels alone install without torch and explain the demo; the CLI + Tinker backend too."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ import json
 import os
 import shutil
 import subprocess
+import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[1]
 UV = shutil.which("uv")
@@ -43,6 +46,34 @@ def test_one_wheel_per_distribution_holding_only_its_files(wheels: Path) -> None
     assert "retrain/commands/manual/topics/quickstart.txt" in names
     assert "retrain/commands/init/templates/default.toml" in names
     assert not any(n.startswith("retrain/config/") for n in names)
+
+
+def test_wheels_keep_the_ranges_on_other_members(wheels: Path) -> None:
+    cli = next(wheels.glob("retrain_cli-*.whl"))
+    with zipfile.ZipFile(cli) as z:
+        meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    requires = [Requirement(line.split(":", 1)[1]) for line in meta.splitlines()
+                if line.startswith("Requires-Dist:")]
+    (core,) = [r for r in requires if r.name == "retrain-core"]
+    declared = tomllib.loads((REPO / "packages" / "retrain-cli" / "pyproject.toml").read_text())
+    (spec,) = [Requirement(s) for s in declared["project"]["dependencies"] if s.startswith("retrain-core")]
+    assert str(core.specifier) and core.specifier == spec.specifier, requires
+
+
+def test_cli_and_core_wheels_alone_explain_the_demo(wheels: Path, tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    uv("venv", "--quiet", str(venv))
+    py = venv / "bin" / "python"
+    uv("pip", "install", "--quiet", "--python", str(py), *map(str, wheels.glob("retrain_c*-*.whl")))
+    listed = json.loads(uv("pip", "list", "--python", str(py), "--format", "json"))
+    installed = {p["name"] for p in listed}
+    assert {n for n in installed if n.startswith("retrain")} == {"retrain-cli", "retrain-core"}
+    assert "torch" not in installed
+    proc = subprocess.run([str(venv / "bin" / "retrain"), "explain", str(REPO / "retrain.toml")],
+                          capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "arithmetic" in proc.stdout and "maxrl" in proc.stdout, proc.stdout
+    assert "retrain-backends-local" in proc.stdout + proc.stderr  # says what would run it
 
 
 def test_cli_and_tinker_backend_install_without_torch(wheels: Path, tmp_path: Path) -> None:

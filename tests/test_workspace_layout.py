@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import tomllib
 from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.version import Version
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = REPO / "packages"
@@ -14,15 +18,16 @@ MEMBERS = {
 HEAVY = {"torch", "transformers", "peft", "tinker", "verifiers", "triton", "unsloth"}
 
 
+def project(member: str) -> dict:  # type: ignore[type-arg]
+    return tomllib.loads((PACKAGES / member / "pyproject.toml").read_text())["project"]
+
+
+def requirements(member: str) -> list[Requirement]:
+    return [Requirement(spec) for spec in project(member).get("dependencies", [])]
+
+
 def deps(member: str) -> set[str]:
-    meta = tomllib.loads((PACKAGES / member / "pyproject.toml").read_text())
-    names = set()
-    for spec in meta["project"].get("dependencies", []):
-        name = spec.split(";")[0]
-        for sep in "<>=!~[ ":
-            name = name.split(sep)[0]
-        names.add(name.strip().lower())
-    return names
+    return {r.name.lower() for r in requirements(member)}
 
 
 def test_seven_members_each_versioned_with_tests() -> None:
@@ -42,6 +47,7 @@ def test_namespace_has_no_init() -> None:
         assert src.is_dir()
         assert not (src / "__init__.py").exists(), member
         assert not (src / "backends" / "__init__.py").exists(), member
+        assert not (src / "environments" / "__init__.py").exists(), member
 
 
 def test_core_and_cli_do_not_depend_on_torch() -> None:
@@ -70,3 +76,49 @@ def test_backend_entry_points_registered() -> None:
                          ("retrain-backends-unsloth", "unsloth")):
         meta = tomllib.loads((PACKAGES / member / "pyproject.toml").read_text())
         assert name in meta["project"]["entry-points"]["retrain.backends"]
+
+
+def test_members_depend_on_members_within_a_compatible_range() -> None:
+    """uv does not check a member's range against the member it names (the workspace source
+    wins), so this does: the range holds the member's version and excludes its next release
+    that may break (the next minor while at 0.x, else the next major)."""
+    for member in MEMBERS:
+        for req in requirements(member):
+            if req.name not in MEMBERS:
+                continue
+            current = Version(project(req.name)["version"])
+            breaking = (Version(f"0.{current.minor + 1}.0") if current.major == 0
+                        else Version(f"{current.major + 1}.0.0"))
+            assert str(req.specifier), f"{member}: {req.name} has no version range"
+            assert req.specifier.contains(current), f"{member}: {req} excludes {req.name} {current}"
+            assert not req.specifier.contains(breaking), f"{member}: {req} admits {req.name} {breaking}"
+
+
+def _owner(module: str) -> str | None:
+    """The member whose sources hold `module` (a retrain.* module or package)."""
+    parts = module.split(".")
+    owners = [m for m in sorted(MEMBERS) if (PACKAGES / m / "src" / Path(*parts)).with_suffix(".py").is_file()
+              or any((PACKAGES / m / "src" / Path(*parts)).glob("*.py"))]
+    assert len(owners) <= 1, f"{module} is in {owners}"
+    return owners[0] if owners else None
+
+
+def test_members_declare_every_member_they_import() -> None:
+    """Imports anywhere in a member's sources (lazy ones included) name only members it
+    declares, so installing it alone with its dependencies is enough."""
+    for member in MEMBERS:
+        declared = deps(member) | {member}
+        for path in (PACKAGES / member / "src").rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    # `from retrain.environments import catalog` names a module of one member
+                    # inside a namespace several members share
+                    names = [f"{node.module}.{a.name}" for a in node.names]
+                else:
+                    continue
+                for name in names:
+                    if name.startswith("retrain."):
+                        owner = _owner(name) or _owner(name.rpartition(".")[0])
+                        assert owner is None or owner in declared, f"{path}: imports {name} from {owner}"

@@ -16,7 +16,7 @@ def test_entry_point_registers_the_definition() -> None:
     assert isinstance(definition, catalog.BackendDefinition)
     assert definition.distribution == "retrain-backends-tinker"
     entry = catalog.lookup("tinker")
-    assert entry is not None and entry.installed
+    assert entry is not None and entry.installed and not entry.problems  # contract supported
 
 
 def test_factory_names_the_distribution() -> None:

@@ -194,3 +194,20 @@ def log_tree(tmp_path):
               ("maxrl+gtpo", 42): {"steps": 2, "meta": {"status": "failed", "failure_status": "exception:OOM"}}},
     )
     return root
+
+
+@pytest.fixture
+def fake_backend(install_distribution):  # type: ignore[no-untyped-def]
+    """fake_backend(contract, available=True, note="") installs `retrain-backends-foo` 0.3.0, a
+    third-party distribution registering the backend `foo` (its factory is never reached)."""
+
+    def install(contract: object, available: bool = True, note: str = "") -> None:
+        install_distribution(
+            "retrain-backends-foo", "0.3.0", {"retrain.backends": {"foo": "foo_backend.definition:BACKEND"}},
+            {"foo_backend/definition.py": (
+                "from retrain.backends.catalog import BackendCapabilities, BackendDefinition\n"
+                "BACKEND = BackendDefinition(name='foo', factory='foo_backend.create:make',\n"
+                f"    distribution='retrain-backends-foo', contract={contract!r}, available={available!r},\n"
+                f"    note={note!r}, capabilities=BackendCapabilities(preserves_token_advantages=True))\n")})
+
+    return install

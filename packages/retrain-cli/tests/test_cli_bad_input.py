@@ -82,12 +82,35 @@ def test_backend_not_available_in_this_version(cli, tmp_path: Path) -> None:  # 
     check(cli("c.toml"), "not built yet in this version")
 
 
-def test_log_dir_holding_a_run_is_not_overwritten(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_backend_from_a_metadata_only_distribution(cli, fake_backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    fake_backend((1, 0), available=False, note="retrain-backends-foo ships its metadata only")
+    (tmp_path / "c.toml").write_text("[backend]\nbackend = 'foo'\n[training]\nmax_steps = 3\n")
+    check(cli("c.toml"), "retrain-backends-foo ships its metadata only")
+
+
+def test_backend_not_installed(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "c.toml").write_text("[backend]\nbackend = 'prime_rl'\n[training]\nmax_steps = 3\n")
+    check(cli("c.toml"), "backend 'prime_rl' is not installed")
+
+
+def test_backend_built_for_another_contract(cli, fake_backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from importlib import metadata
+
+    fake_backend((2, 0))
+    (tmp_path / "c.toml").write_text("[backend]\nbackend = 'foo'\n[training]\nmax_steps = 3\n")
+    res = cli("c.toml")
+    check(res, f"error: retrain-backends-foo 0.3.0 declares backend contract 2.0; retrain-core "
+               f"{metadata.version('retrain-core')} supports backend contract 1.0: upgrade retrain-core")
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+def test_log_dir_holding_a_run_is_not_overwritten(cli, fake_backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    fake_backend((1, 0))  # any runnable backend: the check comes before the backend is created
     logs = tmp_path / "logs"
     logs.mkdir()
     (logs / "metrics.jsonl").write_text('{"step": 0}\n')
     (tmp_path / "c.toml").write_text(f"[logging]\nlog_dir = '{logs}'\n[model]\nmodel = 'tiny'\n"
-                                     "[backend]\ndevices = 'cpu'\n[data]\nsource = 'arithmetic'\n")
+                                     "[backend]\nbackend = 'foo'\ndevices = 'cpu'\n[data]\nsource = 'arithmetic'\n")
     check(cli("c.toml"), "already holds a run", "--resume")
     assert (logs / "metrics.jsonl").read_text() == '{"step": 0}\n'
 

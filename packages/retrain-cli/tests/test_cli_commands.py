@@ -124,14 +124,34 @@ def test_squeeze_explain(cli, tmp_path: Path) -> None:  # type: ignore[no-untype
     assert res.code == 2 and "[squeeze] adapter_path: required" in res.stderr
 
 
-def test_backends_json(cli) -> None:  # type: ignore[no-untyped-def]
+def test_backends_json(cli, fake_backend) -> None:  # type: ignore[no-untyped-def]
+    from importlib import metadata
+
+    fake_backend((2, 0))
     data = json.loads(cli("backends", "--json").stdout)
     by_name = {b["name"]: b for b in data["builtins"]}
-    assert by_name["local"]["installed"] and by_name["local"]["status"] == "available"
+    for name in ("local", "tinker", "unsloth"):  # installed exactly when their distribution is
+        installed = bool(metadata.entry_points(group="retrain.backends", name=name))
+        assert by_name[name]["installed"] is installed, name
+        assert by_name[name]["contract"] == ("1.0" if installed else None), name
+    assert by_name["local"]["status"] == "available"
     assert by_name["tinker"]["status"] == "not built yet in this version"
     assert by_name["prime_rl"]["status"] == "not built yet in this version"
     assert "train_microbatch_size" in by_name["local"]["option_schema"]
     assert data["plugin"]["entry_point_group"] == "retrain.backends"
+    assert data["contracts"] == {"backend": "1.0", "environment": "1.0"}
+    (foo,) = data["entry_points"]
+    assert foo["distribution"] == "retrain-backends-foo" and foo["contract"] == "2.0"
+    assert foo["status"] == "unusable (see problem)" and "supports backend contract 1.0" in foo["problems"][0]
+
+
+def test_backends_text_shows_contracts(cli, fake_backend) -> None:  # type: ignore[no-untyped-def]
+    fake_backend((2, 0))
+    out = cli("backends").stdout
+    assert out.startswith("Contracts: backend 1.0, environment 1.0 (retrain-core ")
+    assert "  foo       unusable (see problem)         [retrain-backends-foo, contract 2.0] (entry_point)" in out
+    assert "problem: retrain-backends-foo 0.3.0 declares backend contract 2.0;" in out
+    assert "Environments:" in out
 
 
 def test_doctor(cli) -> None:  # type: ignore[no-untyped-def]

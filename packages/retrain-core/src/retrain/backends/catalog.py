@@ -4,7 +4,9 @@ Built-in backends are described here (capabilities, option schema, distribution)
 config can be validated and explained on a machine where the backend's distribution is not
 installed. A distribution makes a backend runnable by registering a `BackendDefinition` in the
 `retrain.backends` entry-point group; third parties do the same for their own names.
-Loading an entry point imports only the small definition module, never torch.
+Loading an entry point imports only the small definition module, never torch, and checks the
+backend contract the definition declares against `BACKEND_CONTRACT`: a mismatch makes the
+backend unavailable with one line naming the distribution and both contracts.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from importlib import metadata
 from typing import Any, Literal
 
 from retrain.backends.options import BUILTIN_OPTION_SCHEMAS, OptionSchema, OptionSpec
+from retrain.backends.protocol import BACKEND_CONTRACT
+from retrain.registry import contract
+from retrain.registry.contract import Contract
 
 ResumeMode = Literal["unsupported", "adapter_only", "exact"]
 ENTRY_POINT_GROUP = "retrain.backends"
@@ -50,8 +55,11 @@ class BackendDefinition:
     """A backend as registered in the `retrain.backends` entry-point group.
 
     `factory` is a `module:attr` path to a callable `(TrainConfig) -> TrainHelper`, imported
-    only when a run starts. `available=False` marks a backend that is not built yet (its
-    distribution may ship the metadata only); `note` then says so and what to use instead.
+    only when a run starts. `contract` is the backend contract the distribution was built
+    against, written as a literal in its definition module (importing `BACKEND_CONTRACT` there
+    would always match). `available=False` marks a backend that is not built yet (its
+    distribution may ship the metadata only) or one whose contract this core does not
+    support; `note` then says which and what to use instead.
     """
 
     name: str
@@ -63,6 +71,7 @@ class BackendDefinition:
     hint: str = ""
     available: bool = True
     note: str = ""
+    contract: Contract | None = None
 
 
 _BUILTIN = {
@@ -128,10 +137,12 @@ class BackendEntry:
 
     @property
     def runnable(self) -> bool:
-        return self.installed and self.definition.available
+        return self.installed and self.definition.available and not self.problems
 
     @property
     def status(self) -> str:
+        if self.problems:
+            return "unusable (see problem)"
         if not self.definition.available:
             return "not built yet in this version"
         if not self.installed:
@@ -152,13 +163,7 @@ def _load_entry(name: str) -> tuple[BackendDefinition | None, list[str]]:
     ep = _entry_points().get(name)
     if ep is None:
         return None, []
-    try:
-        obj = ep.load()
-    except Exception as exc:  # a broken third-party package must not break the catalog
-        return None, [f"entry point {ep.value!r} failed to load: {type(exc).__name__}: {exc}"]
-    if not isinstance(obj, BackendDefinition):
-        return None, [f"entry point {ep.value!r} is not a BackendDefinition"]
-    return obj, []
+    return contract.load_definition(ep, BackendDefinition, "backend", BACKEND_CONTRACT)
 
 
 def lookup(name: str) -> BackendEntry | None:
@@ -168,7 +173,7 @@ def lookup(name: str) -> BackendEntry | None:
         base = builtin_definition(name)
         if loaded is not None:
             base = replace(base, factory=loaded.factory, available=loaded.available and base.available,
-                           note=loaded.note or base.note)
+                           note=loaded.note or base.note, contract=loaded.contract)
         return BackendEntry(name, base, "builtin", installed=loaded is not None, problems=problems)
     if loaded is not None:
         return BackendEntry(name, loaded, "entry_point", installed=True, problems=problems)
@@ -282,6 +287,7 @@ def describe_catalog() -> dict[str, Any]:
     from retrain.backends.options import describe_schema
 
     return {
+        "contracts": {"backend": contract.text(BACKEND_CONTRACT)},
         "builtins": [_describe(e, describe_schema) for e in all_entries() if e.source == "builtin"],
         "entry_points": [_describe(e, describe_schema) for e in all_entries() if e.source != "builtin"],
         "plugin": {
@@ -301,6 +307,7 @@ def _describe(entry: BackendEntry, describe_schema: Any) -> dict[str, Any]:
         "name": entry.name,
         "source": entry.source,
         "distribution": d.distribution,
+        "contract": contract.text(d.contract) if d.contract is not None else None,
         "installed": entry.installed,
         "status": entry.status,
         "note": d.note,

@@ -28,7 +28,7 @@ def require_runnable(config: TrainConfig) -> None:
     if not entry.installed:
         raise BackendUnavailable(f"backend {name!r} is not installed: {d.hint}")
     if entry.problems:
-        raise BackendUnavailable(f"backend {name!r}: {'; '.join(entry.problems)}")
+        raise BackendUnavailable("; ".join(entry.problems))
     if not d.available:
         raise BackendUnavailable(d.note or f"backend {name!r} is not built yet in this version")
 

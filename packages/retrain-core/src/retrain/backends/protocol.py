@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
+from retrain.registry.contract import Contract
 from retrain.types import Completion, Datum, SamplingParams, TrainOutput
+
+#: The version of the backend contract: `TrainBackend` and `Tokenizer` below, the records in
+#: `retrain.types` they exchange, and the `BackendDefinition` a distribution registers. Every
+#: backend definition declares the contract it was built against and is checked against this
+#: one when it is loaded (retrain.registry.contract). Bump the minor for an addition existing
+#: backends need not implement, the major for any change they must follow.
+BACKEND_CONTRACT: Contract = (1, 0)
 
 
 @runtime_checkable

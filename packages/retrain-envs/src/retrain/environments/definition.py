@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from retrain.environments.protocol import EnvironmentDefinition
 
-
-@dataclass(frozen=True)
-class EnvironmentDefinition:
-    name: str
-    factory: str  # module:attr of (TrainConfig) -> environment, imported when a run starts
-    distribution: str
-    available: bool = True
-    note: str = ""
-
+# The environment contract this distribution was built against (retrain.environments.protocol).
+CONTRACT = (1, 0)
 
 VERIFIERS = EnvironmentDefinition(
     "verifiers", "retrain.environments.verifiers:create_environment", "retrain-envs", available=False,
     note="verifiers environments are not built yet in this version",
+    contract=CONTRACT,
 )
 OPENENV = EnvironmentDefinition(
     "openenv", "retrain.environments.openenv.load:create_environment", "retrain-envs", available=False,
     note="OpenEnv environments are not built yet in this version",
+    contract=CONTRACT,
 )

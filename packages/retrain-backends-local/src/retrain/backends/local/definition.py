@@ -2,4 +2,8 @@
 
 from retrain.backends.catalog import builtin_definition
 
-BACKEND = builtin_definition("local", factory="retrain.backends.local.create:create_backend")
+BACKEND = builtin_definition(
+    "local",
+    contract=(1, 0),  # the backend contract this distribution was built against
+    factory="retrain.backends.local.create:create_backend",
+)

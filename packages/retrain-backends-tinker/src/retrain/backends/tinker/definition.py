@@ -2,4 +2,8 @@
 
 from retrain.backends.catalog import builtin_definition
 
-BACKEND = builtin_definition("tinker", factory="retrain.backends.tinker.create:create_backend")
+BACKEND = builtin_definition(
+    "tinker",
+    contract=(1, 0),  # the backend contract this distribution was built against
+    factory="retrain.backends.tinker.create:create_backend",
+)

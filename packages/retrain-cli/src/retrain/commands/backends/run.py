@@ -1,4 +1,5 @@
-"""`retrain backends [--json]`: the backend catalog as installed here."""
+"""`retrain backends [--json]`: the backend catalog as installed here, the contract versions
+this core supports, and the environment providers with the contract each declares."""
 
 from __future__ import annotations
 
@@ -6,7 +7,12 @@ import json
 import textwrap
 
 from retrain.backends.catalog import all_entries, describe_catalog
+from retrain.backends.protocol import BACKEND_CONTRACT
 from retrain.config.validate.built import option_built
+from retrain.environments import catalog as environments
+from retrain.environments.protocol import ENVIRONMENT_CONTRACT
+from retrain.registry.contract import supported_text, text
+from retrain.registry.health import distribution_version
 
 INDENT = " " * 12
 
@@ -17,13 +23,19 @@ def _flag(value: bool) -> str:
 
 def run(as_json: bool) -> None:
     if as_json:
-        print(json.dumps(describe_catalog(), indent=2, default=str))
+        data = describe_catalog()
+        data["contracts"]["environment"] = text(ENVIRONMENT_CONTRACT)
+        data["environments"] = [_describe_environment(e) for e in environments.all_entries()]
+        print(json.dumps(data, indent=2, default=str))
         return
-    lines = ["Backends:"]
+    core = distribution_version("retrain-core") or "?"
+    lines = [f"Contracts: backend {supported_text(BACKEND_CONTRACT)}, environment "
+             f"{supported_text(ENVIRONMENT_CONTRACT)} (retrain-core {core})", "", "Backends:"]
     for entry in all_entries():
         d = entry.definition
         caps = d.capabilities
-        lines.append(f"  {entry.name:<9} {entry.status:<30} [{d.distribution}] ({entry.source})")
+        built = f", contract {text(d.contract)}" if entry.installed else ""
+        lines.append(f"  {entry.name:<9} {entry.status:<30} [{d.distribution}{built}] ({entry.source})")
         if d.note:
             lines.append(f"            note: {d.note}")
         elif not entry.installed:
@@ -43,11 +55,22 @@ def run(as_json: bool) -> None:
         if d.available and unbuilt:
             lines += textwrap.wrap(f"not built yet ({len(unbuilt)}, refused when set): {', '.join(unbuilt)}",
                                    width=100, initial_indent=INDENT, subsequent_indent=INDENT + "  ")
+    lines += ["", "Environments:"]
+    envs = environments.all_entries()
+    for env in envs:
+        declared = text(env.definition.contract) if env.definition is not None else "?"
+        lines.append(f"  {env.name:<9} {env.status:<30} [{env.distribution}, contract {declared}]")
+        if env.definition is not None and env.definition.note and not env.problems:
+            lines.append(f"            note: {env.definition.note}")
+        lines += [f"            problem: {p}" for p in env.problems]
+    if not envs:
+        lines.append("  none installed (pip install retrain-envs)")
     lines += [
         "",
         "Plugins: set [backend] backend to a dotted path (my_pkg.module:factory), or register a",
         "BackendDefinition in the `retrain.backends` entry-point group of your distribution.",
         "Dotted-path plugins may declare retrain_backend_capabilities / retrain_backend_option_schema.",
+        "A registered definition declares the contract it was built against (docs/backends.md).",
         "",
         *textwrap.wrap(
             "Not built yet in this version: the "
@@ -57,3 +80,15 @@ def run(as_json: bool) -> None:
             "asks for them is refused by name (`retrain man validation`).", width=100),
     ]
     print("\n".join(lines))
+
+
+def _describe_environment(entry: environments.EnvironmentEntry) -> dict[str, object]:
+    d = entry.definition
+    return {
+        "name": entry.name,
+        "distribution": entry.distribution,
+        "contract": text(d.contract) if d is not None else None,
+        "status": entry.status,
+        "note": d.note if d is not None else "",
+        "problems": entry.problems,
+    }
