@@ -102,9 +102,9 @@ class LocalBackend:
             self.model.eval()
         try:
             with self._autocast():
-                return generate(model, prompts, num_samples, params.max_tokens, params.temperature, params.top_p,
-                                self.tokenizer.eos_token_ids, self.tokenizer.pad_token_id, self.sample_generator,
-                                use_cache=self.use_cache, want_entropy=params.want_entropy, stats=self.sample_stats)
+                return generate(model, prompts, num_samples, params, self.tokenizer.eos_token_ids,
+                                self.tokenizer.pad_token_id, self.sample_generator, use_cache=self.use_cache,
+                                stats=self.sample_stats)
         finally:
             if self.toggle_eval:
                 self.model.train()
