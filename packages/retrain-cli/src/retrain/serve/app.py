@@ -63,7 +63,9 @@ def create_app(engine: Any, *, api_key: str = "", adapter_root: Path | None = No
 
     @app.exception_handler(ServeError)
     async def _refused(_: Request, exc: ServeError) -> JSONResponse:
-        return error(exc.status, str(exc), param=exc.param)
+        text = str(exc)
+        return error(exc.status, f"{exc.param}: {text}" if exc.param and exc.param not in text else text,
+                     param=exc.param)
 
     @app.middleware("http")
     async def _auth(request: Request, call_next: Any) -> Response:

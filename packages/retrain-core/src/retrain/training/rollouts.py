@@ -46,6 +46,8 @@ class StepRollouts:
     sample_time_s: float
     score_time_s: float
     reward_metrics: dict[str, float] = field(default_factory=dict)
+    policy_version: int = 0  # RL updates in the weights that sampled (retrain.training.producer)
+    producer_metrics: dict[str, float] = field(default_factory=dict)
 
     @property
     def rewards(self) -> np.ndarray:
@@ -139,7 +141,7 @@ def advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *, ste
         for c in g.completions:
             adv = next(it)
             datums.append(Datum(tokens=g.prompt_ids + c.token_ids, logprobs=pad + list(c.logprobs),
-                                advantages=pad + adv.tolist()))
+                                advantages=pad + adv.tolist(), policy_version=rollouts.policy_version))
     return StepAdvantages(datums, metrics, correct, total, sepa)
 
 

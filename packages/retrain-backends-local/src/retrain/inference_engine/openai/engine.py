@@ -114,9 +114,9 @@ class OpenAIEngine:
         name = self.adapter_name
         try:
             if self.kind == "vllm":
-                await self.client.post_json("/v1/load_lora_adapter",
-                                            {"lora_name": name, "lora_path": adapter_dir, "load_inplace": True},
-                                            what="loading the adapter")
+                await self.client.request("POST", "/v1/load_lora_adapter",
+                                          {"lora_name": name, "lora_path": adapter_dir, "load_inplace": True},
+                                          what="loading the adapter")
                 return
             prefix = "" if self.kind == "sglang" else "/v1"
             if self.adapter_loaded:

@@ -332,6 +332,8 @@ class ServingEngine:
             raise ServeError(f"the LoRA adapter {name!r} cannot be found", status=404, param="lora_name")
         self.model.delete_adapter(name)
         del self.adapters[name]
+        if not self.adapters:  # a PeftModel without adapters cannot run: back to the plain model
+            self.model = self.model.unload()
         self.counters.adapter_unloads += 1
         return name
 
