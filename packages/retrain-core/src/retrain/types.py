@@ -41,6 +41,10 @@ class SamplingParams(msgspec.Struct, frozen=True, kw_only=True):
     top_k: int = 0
     min_p: float = 0.0
     want_entropy: bool = False
+    #: names the batch (the data cursor where it starts): a server engine derives each
+    #: request's seed from it and the run's seed, so a batch sampled again after a resume gets
+    #: the same draws; the in-process engine's own generator is checkpointed instead
+    seed: int | None = None
 
 
 class Datum(msgspec.Struct, kw_only=True):

@@ -22,6 +22,8 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
+import msgspec
+
 from retrain.backends.protocol import TrainBackend
 from retrain.training.flow import Flow
 from retrain.training.prompts import PromptCursor
@@ -46,7 +48,8 @@ class RolloutProducer:
         if self._pending is None:
             if self.level == 0:
                 self.backend.checkpoint(f"step_{step}")
-            rollouts = self._collect(self.cursor.take(sizes[0]), sizes[1], max(step - self.level, 0))
+            start = self.cursor.index
+            rollouts = self._collect(start, self.cursor.take(sizes[0]), sizes[1], max(step - self.level, 0))
         else:
             t0 = time.perf_counter()
             rollouts = self._pending.result()
@@ -58,12 +61,14 @@ class RolloutProducer:
             if step + 1 < self.max_steps and self._pool is not None:
                 self._pending_from = self.cursor.index
                 batch = self.cursor.take(sizes[0])
-                self._pending = self._pool.submit(self._collect, batch, sizes[1], step)
+                self._pending = self._pool.submit(self._collect, self._pending_from, batch, sizes[1], step)
         rollouts.producer_metrics["async/policy_lag"] = step - rollouts.policy_version
         return rollouts
 
-    def _collect(self, batch: Sequence[tuple[Example, list[int]]], group_size: int, version: int) -> StepRollouts:
-        rollouts = collect(self.backend, self.flow, batch, group_size=group_size)
+    def _collect(self, start: int, batch: Sequence[tuple[Example, list[int]]], group_size: int,
+                 version: int) -> StepRollouts:
+        sampling = msgspec.structs.replace(self.flow.sampling, seed=start)
+        rollouts = collect(self.backend, self.flow, batch, group_size=group_size, sampling=sampling)
         rollouts.policy_version = version
         return rollouts
 

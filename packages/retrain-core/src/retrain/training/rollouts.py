@@ -26,7 +26,7 @@ from retrain.training.signals import (
     summarize_reward_ties,
     tie_metrics,
 )
-from retrain.types import Completion, Datum, Example, TrainOutput
+from retrain.types import Completion, Datum, Example, SamplingParams, TrainOutput
 
 
 @dataclass
@@ -63,9 +63,9 @@ class StepRollouts:
 
 
 def collect(backend: TrainBackend, flow: Flow, batch: Sequence[tuple[Example, list[int]]], *,
-            group_size: int) -> StepRollouts:
+            group_size: int, sampling: SamplingParams | None = None) -> StepRollouts:
     t0 = time.perf_counter()
-    samples = backend.sample([ids for _, ids in batch], group_size, flow.sampling)
+    samples = backend.sample([ids for _, ids in batch], group_size, sampling or flow.sampling)
     t1 = time.perf_counter()
     tok = backend.tokenizer
     texts = [[tok.decode(c.token_ids) for c in group] for group in samples]

@@ -24,7 +24,7 @@ from retrain.backends.local.logprobs import action_logprobs
 from retrain.backends.local.lora import apply_lora
 from retrain.backends.local.loss import PolicyLossConfig, policy_loss, select_tokens, sft_loss
 from retrain.backends.local.mismatch import Mismatch
-from retrain.backends.local.server import ServerLink
+from retrain.backends.local.server import ServerLink, request_seeds
 from retrain.backends.local.sync import MergedSampler
 from retrain.backends.local.tokenizer import HFTokenizer
 from retrain.config.schema import TrainConfig
@@ -111,11 +111,7 @@ class LocalBackend:
         if self.server is not None:
             if params.want_entropy:
                 raise RuntimeError("an inference server returns no token entropies (want_entropy)")
-            # one seed per request from the sampling stream, so a seeded run (and its resume) asks
-            # the server for the same completions
-            seeds = torch.randint(0, 2**31 - 1, (len(prompts),), generator=self.sample_generator,
-                                  device=self.device).tolist()
-            return self.server.sample(prompts, num_samples, params, seeds)
+            return self.server.sample(prompts, num_samples, params, request_seeds(self.seed, params.seed, len(prompts)))
         model = self.model
         if self.sampler is not None:
             self.sampler.refresh()

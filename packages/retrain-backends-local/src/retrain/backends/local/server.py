@@ -24,6 +24,17 @@ from retrain.io.layout import LIVE_ADAPTER, SAMPLER_ADAPTER
 from retrain.types import Completion, SamplingParams
 
 
+def request_seeds(run_seed: int, batch: int | None, n: int) -> list[int] | None:
+    """One seed per request, a function of the run's seed and the batch's name only (never of
+    a stream another thread draws from), so re-sampling a batch gives the same requests."""
+    if batch is None:
+        return None
+    import hashlib
+
+    return [int.from_bytes(hashlib.blake2b(f"{run_seed}:{batch}:{i}".encode(), digest_size=4).digest(), "little")
+            & 0x7FFFFFFF for i in range(n)]
+
+
 def codec_for(tokenizer: HFTokenizer) -> TextCodec:
     hf = tokenizer.hf
     unk = getattr(hf, "unk_token_id", None)
@@ -63,7 +74,7 @@ class ServerLink:
         self.engine.reload(str(self.live))
 
     def sample(self, prompts: Sequence[Sequence[int]], n: int, params: SamplingParams,
-               seeds: Sequence[int]) -> list[list[Completion]]:
+               seeds: Sequence[int] | None) -> list[list[Completion]]:
         return self.engine.generate(prompts, n, params, seeds)
 
     def save_into(self, checkpoint_dir: Path) -> None:
