@@ -211,3 +211,21 @@ def test_health_and_metrics_are_json_free_text(server: Served) -> None:
     c = server.counters()
     assert c["requests_total"] >= 1 and "busy_s" in c
     assert json.dumps(c)
+
+
+def test_doctor_probes_the_configured_server(server: Served, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[inference]\nengine = "vllm"\nurl = "{server.url}/v1"\n')
+    env = {**os.environ, "RETRAIN_INFERENCE_API_KEY": KEY}
+    res = subprocess.run([sys.executable, "-m", "retrain.cli", "doctor", str(cfg)], capture_output=True, text=True,
+                         env=env, timeout=120, check=False)
+    assert res.returncode == 0 and f"{server.url}: answers; serves tiny" in res.stdout, res.stdout + res.stderr
+    env.pop("RETRAIN_INFERENCE_API_KEY")
+    res = subprocess.run([sys.executable, "-m", "retrain.cli", "doctor", str(cfg), "--json"], capture_output=True,
+                         text=True, env=env, timeout=120, check=False)
+    probe = json.loads(res.stdout)["inference_server"]
+    assert probe["answers"] is False and "401" in probe["error"]

@@ -164,11 +164,15 @@ def backends_cmd(as_json: Annotated[bool, typer.Option("--json", help="Machine-r
 
 
 @app.command("doctor")
-def doctor_cmd(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
-    """Which optional packages, devices and versions are present (never imports torch)."""
+def doctor_cmd(
+    config: Annotated[str | None, typer.Argument(help="Config whose inference server to probe.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Which optional packages, devices and versions are present (never imports torch); with
+    CONFIG, whether its [inference] server answers and which models it serves."""
     from retrain.commands.doctor.run import run
 
-    guarded(run, as_json)
+    guarded(run, as_json, config)
 
 
 @app.command("man")

@@ -29,10 +29,10 @@ from retrain.inference_engine.openai.client import (
     gather_all,
 )
 from retrain.inference_engine.openai.recover import SOURCES, recover
+from retrain.registry.builtin import INFERENCE_DEFAULT_URLS
 from retrain.types import Completion, SamplingParams
 
-DEFAULT_URLS = {"vllm": "http://127.0.0.1:8000", "sglang": "http://127.0.0.1:30000",
-                "openai": "http://127.0.0.1:8000"}
+DEFAULT_URLS = INFERENCE_DEFAULT_URLS
 TOKEN_NATIVE = frozenset({"vllm", "sglang"})
 API_KEY_ENV = "RETRAIN_INFERENCE_API_KEY"
 
