@@ -220,9 +220,10 @@ class _View:
                                 "top_logprobs": [{"token": self._token(a), "logprob": v,
                                                   "bytes": list(self._token(a).encode())} for a, v in alts]})
             return {"content": content}
-        offsets, text = [], self.engine.decode
-        for i in range(len(ids)):
-            offsets.append(start + len(text(ids[:i], self.body.skip_special_tokens)))
+        offsets, at = [], start
+        for t in ids:  # each token's own text: offsets of a streaming decode, not of re-decoded prefixes
+            offsets.append(at)
+            at += len(self.engine.decode([t], self.body.skip_special_tokens))
         tops = None
         if self.top_n and top:
             tops = [{self._token(a): v for a, v in alts} for alts in top]

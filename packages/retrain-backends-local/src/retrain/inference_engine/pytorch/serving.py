@@ -87,9 +87,12 @@ class _RowText:
         self.stopped = False
         self.text = ""
 
-    def add(self, token: int) -> bool:
-        """Append a token; True when a stop string now ends the row."""
+    def add(self, token: int, *, live: bool) -> bool:
+        """Append a token; True when a stop string now ends the row. The text is decoded only
+        when something reads it while the row runs (`live`: stop strings or a stream)."""
         self.ids.append(token)
+        if not live:
+            return False
         full = self.decode(self.ids)
         cut = min((i for i in (full.find(s) for s in self.stops) if i >= 0), default=-1)
         if cut >= 0:
@@ -271,7 +274,7 @@ class ServingEngine:
                     alts = list(zip(top_ids[row], top_lps[row], strict=True)) if top_ids and top_lps else None
                     if alts is not None:
                         tops[k][row].append(alts)
-                    hit = texts[k][row].add(token)
+                    hit = texts[k][row].add(token, live=bool(r.stop) or r.on_token is not None)
                     finished = hit or token in eos or step[0] + 1 >= r.params.max_tokens
                     if hit:
                         stop.add(offsets[k] + row)
@@ -297,6 +300,8 @@ class ServingEngine:
             rows = []
             for row, comp in enumerate(completions[k]):
                 text = texts[k][row]
+                if not (r.stop or r.on_token is not None):
+                    text.text = text.decode(comp.token_ids)
                 rows.append(ServedRow(token_ids=comp.token_ids, logprobs=comp.logprobs, finish_reason=comp.finish_reason,
                                       text=text.text, top=tops[k][row] if r.top_n else None))
             out.append(rows)
