@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from serving import Served, start_server
 
 from retrain.io.log import read_jsonl
 from retrain.training.telemetry import WALL_CLOCK_FIELDS
-from serving import Served, start_server
 
 pytestmark = pytest.mark.slow
 

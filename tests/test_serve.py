@@ -12,7 +12,6 @@ from pathlib import Path
 import httpx
 import pytest
 import torch
-
 from serving import Served, start_server
 
 pytestmark = pytest.mark.slow

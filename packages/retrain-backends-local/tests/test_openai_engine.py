@@ -57,10 +57,10 @@ def server() -> Iterator[tuple[str, Script]]:
             self.end_headers()
             self.wfile.write(data)
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             self._send(200, {"data": [{"id": "m", "parent": None}]})
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["content-length"])))
             script.bodies.append(body)
             if self.path != "/v1/completions":

@@ -22,7 +22,13 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
-from retrain.serve.schema import ChatRequest, CompletionRequest, LoadAdapter, Sampling, UnloadAdapter
+from retrain.serve.schema import (
+    ChatRequest,
+    CompletionRequest,
+    LoadAdapter,
+    Sampling,
+    UnloadAdapter,
+)
 from retrain.types import SamplingParams
 
 OPEN_PATHS = frozenset({"/health"})
@@ -50,7 +56,10 @@ def _validation_error(exc: RequestValidationError) -> JSONResponse:
 
 def create_app(engine: Any, *, api_key: str = "", adapter_root: Path | None = None) -> FastAPI:
     """`engine` is a `retrain.inference_engine.pytorch.serving.ServingEngine`."""
-    from retrain.inference_engine.pytorch.serving import ServeError, ServeRequest
+    from retrain.inference_engine.pytorch.serving import (  # type: ignore[import-untyped]
+        ServeError,
+        ServeRequest,
+    )
 
     app = FastAPI(title="retrain serve", docs_url=None, redoc_url=None, openapi_url=None)
     root = adapter_root.resolve() if adapter_root is not None else None
@@ -150,12 +159,15 @@ def create_app(engine: Any, *, api_key: str = "", adapter_root: Path | None = No
     async def completions(body: CompletionRequest) -> Any:
         adapter = _adapter_of(body.model)
         p = body.prompt
+        prompts: list[list[int]] = []
         if isinstance(p, str):
             prompts = [engine.encode(p)]
         elif all(isinstance(x, int) for x in p):
-            prompts = [[int(x) for x in p]]  # type: ignore[union-attr]
+            prompts = [[x for x in p if isinstance(x, int)]]
         else:
-            prompts = [engine.encode(x) if isinstance(x, str) else [int(i) for i in x] for x in p]  # type: ignore[union-attr]
+            for x in p:
+                prompts.append(engine.encode(x) if isinstance(x, str) else [int(i) for i in x] if isinstance(x, list)
+                               else [])
         top_n = body.logprobs or 0
         request = ServeRequest(prompts=prompts, n=body.n, params=_params(body, _limit(body.max_tokens, prompts)),
                                adapter=adapter, seed=body.seed, top_n=top_n, stop=body.stops,

@@ -19,7 +19,12 @@ from typing import Any
 from retrain.backends.local.checkpointing import save_weights, write_dir_atomic
 from retrain.backends.local.tokenizer import HFTokenizer
 from retrain.config.schema import TrainConfig
-from retrain.inference_engine.openai.engine import API_KEY_ENV, OpenAIEngine, TextCodec, adapter_name_for
+from retrain.inference_engine.openai.engine import (
+    API_KEY_ENV,
+    OpenAIEngine,
+    TextCodec,
+    adapter_name_for,
+)
 from retrain.io.layout import LIVE_ADAPTER, SAMPLER_ADAPTER
 from retrain.types import Completion, SamplingParams
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from retrain.types import Completion
+from retrain.types import Completion, FinishReason
 
 SOURCES = ("content", "ids", "strings", "text")
 
@@ -31,7 +31,7 @@ class Recovered:
 def recover(choice: dict[str, Any], *, encode: Callable[[str], list[int]],
             token_ids: Callable[[Sequence[str]], list[int | None]]) -> Recovered:
     lp = choice.get("logprobs") or {}
-    finish = "length" if choice.get("finish_reason") == "length" else "stop"
+    finish: FinishReason = "length" if choice.get("finish_reason") == "length" else "stop"
     text = str(choice.get("text") or (choice.get("message") or {}).get("content") or "")
 
     def done(ids: Sequence[int], logprobs: Sequence[float | None], source: str) -> Recovered:
