@@ -140,8 +140,7 @@ ISSUE_CONFIG = """\
 provider = "verifiers"
 id = "primeintellect/gsm8k"
 [inference]
-engine = "vllm"
-url = "http://127.0.0.1:8000/v1"
+engine = "trtllm"
 [echo]
 enabled = true
 [model]
@@ -157,10 +156,10 @@ source = "arithmetic"
 def test_unbuilt_keys_refused_by_explain_trace_and_run(cli, tmp_path: Path, verb: list[str]) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "c.toml").write_text(ISSUE_CONFIG)
     res = cli(*verb, "c.toml", "--tl-grpo", "true")
-    check(res, "6 config problems", "[environment] provider: ", "[inference] engine: ",
-          "[inference] url: ", "[echo] enabled: ", "--tl-grpo (command line): ")
+    check(res, "5 config problems", "[environment] provider: ", "[inference] engine: ",
+          "[echo] enabled: ", "--tl-grpo (command line): ")
     problems = [line for line in res.stderr.splitlines() if line.startswith("  ")]
-    assert len(problems) == 6 and all("not built yet in this version" in p for p in problems), res.stderr
+    assert len(problems) == 5 and all("not built yet in this version" in p for p in problems), res.stderr
     assert not (tmp_path / "logs").exists()
 
 

@@ -35,18 +35,31 @@ def test_the_issue_config_is_refused_naming_each_key(tmp_path: Path) -> None:
 provider = "verifiers"
 id = "primeintellect/gsm8k"
 [inference]
-engine = "vllm"
-url = "http://127.0.0.1:8000/v1"
+engine = "max"
 [echo]
 enabled = true
 """, "--tl-grpo", "true")
     assert all(NOT_BUILT_TEXT in e for e in errs), errs
-    labels = ["[environment] provider", "[environment] id", "[inference] engine", "[inference] url",
+    labels = ["[environment] provider", "[environment] id", "[inference] engine",
               "[echo] enabled", "--tl-grpo (command line)"]
     for label in labels:
         assert sum(label + ":" in e for e in errs) == 1, (label, errs)
     assert len(errs) == len(labels)
     assert "c.toml:2: [environment] provider" in "\n".join(errs)
+
+
+def test_server_engines_and_their_keys_are_live(tmp_path: Path) -> None:
+    p = tmp_path / "c.toml"
+    p.write_text('[inference]\nengine = "vllm"\nurl = "http://127.0.0.1:8000/v1"\nconcurrency = 8\n'
+                 'importance_sampling_correction = true\n[training]\nmax_async_level = 1\ntop_k = 20\nmin_p = 0.05\n')
+    c = load_config(p).config
+    assert c.inference.engine == "vllm" and c.training.max_async_level == 1 and c.training.top_k == 20
+    for engine in ("trtllm", "mlx"):
+        assert NOT_BUILT_TEXT in errors_of(tmp_path, f'[inference]\nengine = "{engine}"\n')[0]
+    errs = errors_of(tmp_path, "[training]\nmax_async_level = 1\n")
+    assert len(errs) == 1 and "[training] max_async_level" in errs[0] and "inference server" in errs[0]
+    errs = errors_of(tmp_path, '[inference]\nengine = "vllm"\nurl = "localhost:8000"\n')
+    assert "[inference] url" in errs[0] and "http://" in errs[0]
 
 
 LISTED_IN_THE_ISSUE = {

@@ -38,7 +38,9 @@ MAPPING_FIELDS = {"backend_options", "algorithm_params", "advantage_params", "tr
 
 
 #: Keys retrain adds beyond the reference (documented in docs/decisions.md).
-ADDED_FIELDS = {"data_path", "data_difficulty", "reward_timeout_s"}
+ADDED_FIELDS = {"data_path", "data_difficulty", "reward_timeout_s", "top_k", "min_p", "max_async_level",
+                "inference_concurrency", "inference_timeout_s", "inference_retries",
+                "importance_sampling_correction", "importance_sampling_cap"}
 
 
 def test_every_reference_field_plus_documented_additions() -> None:

@@ -164,11 +164,15 @@ def backends_cmd(as_json: Annotated[bool, typer.Option("--json", help="Machine-r
 
 
 @app.command("doctor")
-def doctor_cmd(as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
-    """Which optional packages, devices and versions are present (never imports torch)."""
+def doctor_cmd(
+    config: Annotated[str | None, typer.Argument(help="Config whose inference server to probe.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Which optional packages, devices and versions are present (never imports torch); with
+    CONFIG, whether its [inference] server answers and which models it serves."""
     from retrain.commands.doctor.run import run
 
-    guarded(run, as_json)
+    guarded(run, as_json, config)
 
 
 @app.command("man")
@@ -215,6 +219,26 @@ def migrate_cmd(
 
     guarded(run, config, check=check, write=write, output=output, backup=backup, stdin=stdin,
             stdout=stdout, as_json=as_json)
+
+
+@app.command("serve", context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+             options_metavar="[CONFIG] [--host H] [--port N] [--api-key K] [--adapter-root DIR] [--flag value ...]")
+def serve_cmd(
+    ctx: typer.Context,
+    host: Annotated[str, typer.Option("--host", help="Address to bind (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port (0 picks a free one).")] = 8000,
+    api_key: Annotated[str | None, typer.Option(
+        "--api-key", help="Require Authorization: Bearer KEY (default: $RETRAIN_SERVE_API_KEY).")] = None,
+    adapter_root: Annotated[str | None, typer.Option(
+        "--adapter-root", help="Adapters load only from under this folder (default: [backend] adapter_path).")] = None,
+    adapter: Annotated[list[str] | None, typer.Option(
+        "--adapter", help="Load NAME=PATH at start (repeatable).")] = None,
+) -> None:
+    """OpenAI-compatible server of CONFIG's model on retrain's PyTorch engine: /v1/completions,
+    /v1/chat/completions (streaming too), /v1/models, vLLM's /v1/load_lora_adapter, /metrics."""
+    from retrain.commands.serve.run import run
+
+    guarded(run, list(ctx.args), host, port, api_key, adapter_root, adapter)
 
 
 status_app = typer.Typer(

@@ -27,18 +27,35 @@ class Completion(msgspec.Struct, kw_only=True):
 class SamplingParams(msgspec.Struct, frozen=True, kw_only=True):
     """How one step samples. `want_entropy` asks the backend for the Shannon entropy of each
     sampled position's distribution (`Completion.entropies`); a backend that cannot compute
-    it raises instead of returning None."""
+    it raises instead of returning None.
+
+    The filters apply in vLLM's order: softmax(logits / temperature), keep the `top_k` most
+    likely tokens (0 = all), then the `top_p` nucleus of what is left (renormalised), then
+    the tokens whose probability is at least `min_p` times the most likely one's (0 = off).
+    `Completion.logprobs` are under that final, renormalised distribution.
+    """
 
     max_tokens: int
     temperature: float = 1.0
     top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
     want_entropy: bool = False
+    #: names the batch (the data cursor where it starts): a server engine derives each
+    #: request's seed from it and the run's seed, so a batch sampled again after a resume gets
+    #: the same draws; the in-process engine's own generator is checkpointed instead
+    seed: int | None = None
 
 
 class Datum(msgspec.Struct, kw_only=True):
+    """`policy_version` counts the RL steps whose updates the sampling weights had seen: the
+    step's own index when sampling waits for the previous update, one less when it overlaps
+    it (`[training] max_async_level = 1`)."""
+
     tokens: list[int]
     logprobs: list[float]
     advantages: list[float]
+    policy_version: int = 0
 
     @property
     def prompt_length(self) -> int:

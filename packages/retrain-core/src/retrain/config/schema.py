@@ -216,6 +216,15 @@ class TrainingConfig(Section):
     max_tokens: Annotated[int, F("Maximum new tokens per completion.", gt=0)] = 10240
     temperature: Annotated[float, F("Sampling temperature (warning above 2).", ge=0)] = 0.7
     top_p: Annotated[float, F("Nucleus sampling mass.", gt=0, le=1)] = 0.95
+    top_k: Annotated[int, F("Sample from the k most likely tokens only; 0 = all.", ge=0)] = 0
+    min_p: Annotated[
+        float, F("Drop tokens less likely than min_p times the most likely one; 0 = off.", ge=0, lt=1)
+    ] = 0.0
+    max_async_level: Annotated[
+        int,
+        F("0 = sample, then train; 1 = sample step k+1 on the inference server while step k trains "
+          "(one step off-policy; needs an inference server engine).", ge=0, le=1),
+    ] = 0
     lr: Annotated[float, F("Learning rate.", gt=0)] = 4e-5
     weight_decay: Annotated[float, F("AdamW weight decay.")] = 0.0
     clip_eps: Annotated[float, F("PPO ratio clip epsilon; 0 = off.", ge=0)] = 0.0
@@ -301,7 +310,30 @@ class InferenceConfig(Section):
         str,
         F("Sampling engine: pytorch, vllm, sglang, openai, max, trtllm, mlx.", flag="inference_engine"),
     ] = "pytorch"
-    url: Annotated[str, F("Inference server URL (OpenAI-compatible engines).", flag="inference_url")] = ""
+    url: Annotated[
+        str,
+        F("Inference server URL (OpenAI-compatible engines); empty = the engine's usual local port "
+          "(vllm and openai 8000, sglang 30000).", flag="inference_url"),
+    ] = ""
+    concurrency: Annotated[
+        int, F("Requests in flight to the inference server at once.", flag="inference_concurrency", gt=0)
+    ] = 64
+    timeout_s: Annotated[
+        float, F("Read timeout of one inference request, in seconds.", flag="inference_timeout_s", gt=0)
+    ] = 300.0
+    retries: Annotated[
+        int,
+        F("Retries of a failed inference request (connection error, 429, 5xx), with backoff.",
+          flag="inference_retries", ge=0),
+    ] = 5
+    importance_sampling_correction: Annotated[
+        bool,
+        F("Weight each token's loss by min(exp(trainer logprob - sampler logprob), cap): truncated "
+          "importance sampling against the sampler mismatch (TRL's vllm_importance_sampling_correction)."),
+    ] = False
+    importance_sampling_cap: Annotated[
+        float, F("Cap of the importance-sampling weight.", gt=0)
+    ] = 2.0
     attention_kernel: Annotated[
         Literal["default", "flash", "triton", "tk", "cutlass"], F("Attention kernel hint.")
     ] = "default"

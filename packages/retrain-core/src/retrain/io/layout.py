@@ -18,6 +18,11 @@ MANIFEST = "manifest.json"
 
 #: checkpoint directory names under `[backend] adapter_path`
 FINAL = "final"
+#: under `[backend] adapter_path`: the adapter an inference server samples from, replaced
+#: atomically after every optimizer step
+LIVE_ADAPTER = "_live_adapter"
+#: inside a checkpoint: the adapter the inference server was sampling from at that point
+SAMPLER_ADAPTER = "sampler_adapter"
 
 
 def checkpoint_name(step: int, phase: str = "") -> str:

@@ -50,6 +50,9 @@ PLANNING_DETECTORS = ("regex", "semantic")
 DATA_SOURCES = ("math", "arithmetic")
 TRAINERS = ("retrain", "sft", "optimizer_replay", "command", "ttt_discover")
 INFERENCE_ENGINES = ("pytorch", "max", "vllm", "sglang", "trtllm", "mlx", "openai")
+#: where an inference-server engine looks when `[inference] url` is empty (each server's own default port)
+INFERENCE_DEFAULT_URLS = {"vllm": "http://127.0.0.1:8000", "sglang": "http://127.0.0.1:30000",
+                          "openai": "http://127.0.0.1:8000"}
 ENVIRONMENT_PROVIDERS = ("verifiers", "openenv")
 BACKPRESSURE = ("noop", "usl")
 

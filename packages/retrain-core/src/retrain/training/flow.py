@@ -39,7 +39,7 @@ def build_flow(config: TrainConfig) -> Flow:
     pipeline = build_pipeline(config)
     detector = build_detector(config) if pipeline.needs_planning else None
     t = config.training
-    sampling = SamplingParams(max_tokens=t.max_tokens, temperature=t.temperature, top_p=t.top_p,
-                              want_entropy=pipeline.needs_entropies)
+    sampling = SamplingParams(max_tokens=t.max_tokens, temperature=t.temperature, top_p=t.top_p, top_k=t.top_k,
+                              min_p=t.min_p, want_entropy=pipeline.needs_entropies)
     return Flow(pipeline=pipeline, sepa=SepaController.from_config(config), backpressure=build_backpressure(config),
                 reward=build_reward(config), detector=detector, sampling=sampling)

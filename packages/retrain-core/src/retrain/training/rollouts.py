@@ -26,7 +26,7 @@ from retrain.training.signals import (
     summarize_reward_ties,
     tie_metrics,
 )
-from retrain.types import Completion, Datum, Example, TrainOutput
+from retrain.types import Completion, Datum, Example, SamplingParams, TrainOutput
 
 
 @dataclass
@@ -46,6 +46,8 @@ class StepRollouts:
     sample_time_s: float
     score_time_s: float
     reward_metrics: dict[str, float] = field(default_factory=dict)
+    policy_version: int = 0  # RL updates in the weights that sampled (retrain.training.producer)
+    producer_metrics: dict[str, float] = field(default_factory=dict)
 
     @property
     def rewards(self) -> np.ndarray:
@@ -61,9 +63,9 @@ class StepRollouts:
 
 
 def collect(backend: TrainBackend, flow: Flow, batch: Sequence[tuple[Example, list[int]]], *,
-            group_size: int) -> StepRollouts:
+            group_size: int, sampling: SamplingParams | None = None) -> StepRollouts:
     t0 = time.perf_counter()
-    samples = backend.sample([ids for _, ids in batch], group_size, flow.sampling)
+    samples = backend.sample([ids for _, ids in batch], group_size, sampling or flow.sampling)
     t1 = time.perf_counter()
     tok = backend.tokenizer
     texts = [[tok.decode(c.token_ids) for c in group] for group in samples]
@@ -139,7 +141,7 @@ def advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *, ste
         for c in g.completions:
             adv = next(it)
             datums.append(Datum(tokens=g.prompt_ids + c.token_ids, logprobs=pad + list(c.logprobs),
-                                advantages=pad + adv.tolist()))
+                                advantages=pad + adv.tolist(), policy_version=rollouts.policy_version))
     return StepAdvantages(datums, metrics, correct, total, sepa)
 
 

@@ -24,7 +24,8 @@ Scalar = float | int | str | bool
 WALL_CLOCK_FIELDS = frozenset({
     "step_time_s", "sample_time_s", "train_time_s", "tokens_per_second", "sample_share", "train_share",
     "process_max_rss_mb", "rl/train_time_s", "engine_prompt_prefill_s", "engine_decode_s", "time_s",
-    "scoring_time_s", "elapsed_s",
+    "scoring_time_s", "elapsed_s", "async/produce_s", "async/wait_s", "async/overlap",
+    "engine_generation_wall_s", "engine_adapter_reload_s", "engine_adapter_save_s",
 })
 
 
@@ -174,4 +175,5 @@ def step_row(config: TrainConfig, *, step: int, condition: str, caps: BackendCap
         mean_completion_tokens=rollouts.completion_tokens / max(total, 1), tokens_per_step=tokens,
         skipped=out is None, completion_tokens=rollouts.completion_tokens, nonzero_action_tokens=adv.informative)
     return fixed.to_dict(adv.sepa, adv.metrics, rollouts.reward_metrics, out.metrics if out is not None else {},
-                         timing_fields(times.step_s, times.sample_s, times.train_s, tokens), runtime, backpressure)
+                         timing_fields(times.step_s, times.sample_s, times.train_s, tokens), runtime, backpressure,
+                         rollouts.producer_metrics)

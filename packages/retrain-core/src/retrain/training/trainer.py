@@ -2,7 +2,7 @@
 
 1. build the flow (pipeline, reward, controllers)      retrain.training.flow
 2. load data and backend                               retrain.data, retrain.backends.create
-3. sample and score rollouts                           retrain.training.rollouts.collect
+3. sample and score rollouts                           retrain.training.producer (rollouts.collect)
 4. build train datums                                  retrain.training.rollouts.advantages
 5. train                                               backend.train_step
 6. record state and logs                               retrain.training.log (rows: telemetry)
@@ -30,9 +30,10 @@ from retrain.training.flow import Flow, build_flow
 from retrain.training.log import RunLog
 from retrain.training.meta import run_meta
 from retrain.training.preflight import trace
+from retrain.training.producer import RolloutProducer
 from retrain.training.prompts import PromptCursor
 from retrain.training.resume import resume_contract
-from retrain.training.rollouts import advantages, collect, train_on
+from retrain.training.rollouts import advantages, train_on
 from retrain.training.rundir import Start, prepare
 from retrain.training.state import TrainerState
 from retrain.training.telemetry import (
@@ -69,6 +70,7 @@ class Run:
     cursor: PromptCursor
     caps: BackendCapabilities
     sizes: tuple[int, int]
+    producer: RolloutProducer
 
 
 class Trainer:
@@ -135,7 +137,10 @@ class Trainer:
                              "log_dir": c.logging.log_dir})
         cursor = PromptCursor(examples, backend.tokenizer, start=state.example_idx)
         sizes = (state.current_batch_size or c.training.batch_size, state.current_group_size or c.training.group_size)
-        return Run(flow, log, state, backend, cursor, caps, sizes)
+        producer = RolloutProducer(backend, flow, cursor, level=c.training.max_async_level,
+                                   max_steps=c.training.max_steps)
+        cleanup.callback(producer.close)
+        return Run(flow, log, state, backend, cursor, caps, sizes, producer)
 
     def _finish(self, run: Run, started: float) -> RunResult:
         c, state = self.config, run.state
@@ -179,8 +184,7 @@ class Trainer:
         t = self.config.training
         for step in range(run.state.step + 1, t.max_steps):
             t0 = time.perf_counter()
-            run.backend.checkpoint(f"step_{step}")
-            rollouts = collect(run.backend, run.flow, run.cursor.take(run.sizes[0]), group_size=run.sizes[1])
+            rollouts = run.producer.next(step, run.sizes)
             # SEPA and the advantage pipeline count steps globally, warmup steps included
             adv = advantages(run.flow, rollouts, run.backend, step=t.sft_warmup_steps + step,
                              adv_clip_max=t.adv_clip_max, tl_grpo=t.tl_grpo)
@@ -194,7 +198,7 @@ class Trainer:
                            times=times, runtime=backend_counters(run.backend), backpressure=bp_metrics)
             run.log.record_step(row, rollouts, step, correct=adv.correct, total=adv.total)
             run.sizes = sizes
-            run.state.rl_step_done(step, run.cursor.index, sizes, row["mean_reward"])
+            run.state.rl_step_done(step, run.producer.committed_index, sizes, row["mean_reward"])
             self.reporter.step(step, t.max_steps, row)
             faults.crash_if("after_step", step)
             self._maybe_checkpoint(run, step)

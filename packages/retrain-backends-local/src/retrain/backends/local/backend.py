@@ -23,6 +23,8 @@ from retrain.backends.local.device import autocast_dtype, plan_device
 from retrain.backends.local.logprobs import action_logprobs
 from retrain.backends.local.lora import apply_lora
 from retrain.backends.local.loss import PolicyLossConfig, policy_loss, select_tokens, sft_loss
+from retrain.backends.local.mismatch import Mismatch
+from retrain.backends.local.server import ServerLink, request_seeds
 from retrain.backends.local.sync import MergedSampler
 from retrain.backends.local.tokenizer import HFTokenizer
 from retrain.config.schema import TrainConfig
@@ -48,7 +50,8 @@ class LocalBackend:
         self.lora = not bool(opts.get("train_full_model", False))
         merged = str(opts.get("sample_merged_lora", "auto"))
         self.sampler: MergedSampler | None = None
-        if self.lora and (merged == "true" or (merged == "auto" and self.device.type == "cpu")):
+        on_server = config.inference.engine != "pytorch"
+        if self.lora and not on_server and (merged == "true" or (merged == "auto" and self.device.type == "cpu")):
             self.sampler = MergedSampler(model)
         if self.lora:
             model = apply_lora(model, rank=config.model.lora_rank, alpha=config.lora.alpha,
@@ -87,13 +90,28 @@ class LocalBackend:
         self.autocast = autocast_dtype(self.device)
         self.sample_stats = SampleStats()
         self.train_time_s = 0.0
+        self.mismatch = Mismatch(config.inference.importance_sampling_correction,
+                                 config.inference.importance_sampling_cap)
+        self.server: ServerLink | None = None
+        self.stale = False  # the server samples from older weights than the trained ones
+        if on_server:
+            self.server = ServerLink(config, self.tokenizer)
+            self.server.publish(self.model)
 
     # sampling ---------------------------------------------------------------------------
     def checkpoint(self, name: str) -> None:
-        """Sampling reads the trained model directly: nothing to publish."""
+        """Publish the trained adapter to the inference server if it has changed since; with the
+        in-process engine sampling reads the trained model directly."""
+        if self.server is not None and self.stale:
+            self.server.publish(self.model)
+            self.stale = False
 
     def sample(self, prompts: Sequence[Sequence[int]], num_samples: int,
                params: SamplingParams) -> list[list[Completion]]:
+        if self.server is not None:
+            if params.want_entropy:
+                raise RuntimeError("an inference server returns no token entropies (want_entropy)")
+            return self.server.sample(prompts, num_samples, params, request_seeds(self.seed, params.seed, len(prompts)))
         model = self.model
         if self.sampler is not None:
             self.sampler.refresh()
@@ -102,9 +120,9 @@ class LocalBackend:
             self.model.eval()
         try:
             with self._autocast():
-                return generate(model, prompts, num_samples, params.max_tokens, params.temperature, params.top_p,
-                                self.tokenizer.eos_token_ids, self.tokenizer.pad_token_id, self.sample_generator,
-                                use_cache=self.use_cache, want_entropy=params.want_entropy, stats=self.sample_stats)
+                return generate(model, prompts, num_samples, params, self.tokenizer.eos_token_ids,
+                                self.tokenizer.pad_token_id, self.sample_generator, use_cache=self.use_cache,
+                                stats=self.sample_stats)
         finally:
             if self.toggle_eval:
                 self.model.train()
@@ -145,7 +163,8 @@ class LocalBackend:
         if self.loss_config.needs_selection:
             with torch.no_grad():
                 new_all = torch.cat([self._new_logprobs(mb).float() for mb in micro_batches(batch, self.microbatch)])
-            selected = select_tokens(self.loss_config, new_all, batch.old_logprobs[batch.action],
+            anchor_all, _ = Mismatch(self.mismatch.correction).anchor(new_all, batch.old_logprobs[batch.action])
+            selected = select_tokens(self.loss_config, new_all, anchor_all,
                                      batch.advantages[batch.action], self.select_generator)
         loss_sum, clip, cov, kl = 0.0, 0.0, 0.0, 0.0
         offset = 0
@@ -156,15 +175,19 @@ class LocalBackend:
                 continue
             sel = selected[offset:offset + n] if selected is not None else None
             offset += n
-            res = policy_loss(self.loss_config, new, mb.old_logprobs[mb.action], mb.advantages[mb.action], sel)
-            loss = res.per_token.sum() / total
+            anchor, weight = self.mismatch.anchor(new, mb.old_logprobs[mb.action])
+            res = policy_loss(self.loss_config, new, anchor, mb.advantages[mb.action], sel)
+            per_token = res.per_token if weight is None else res.per_token * weight
+            loss = per_token.sum() / total
             loss.backward()
             loss_sum += float(loss.detach())
             clip += res.clip_fraction * n
             cov += res.cov_fraction * n
             kl += res.abs_kl * n
-        metrics: dict[str, float] = {}
+        metrics: dict[str, float] = self.mismatch.metrics()
+        self.mismatch = Mismatch(self.mismatch.correction, self.mismatch.cap)
         self._step(metrics)
+        self.stale = True
         self.train_time_s += time.perf_counter() - t0
         metrics.update({"clip_fraction": clip / total, "policy/cov_fraction": cov / total, "policy/abs_kl": kl / total})
         return TrainOutput(loss=loss_sum, tokens=total, metrics=dict(metrics))
@@ -190,6 +213,7 @@ class LocalBackend:
             loss_sum += float(loss.detach())
         metrics: dict[str, float] = {}
         self._step(metrics)
+        self.stale = True
         self.train_time_s += time.perf_counter() - t0
         return TrainOutput(loss=loss_sum, tokens=total, metrics=dict(metrics))
 
@@ -208,7 +232,8 @@ class LocalBackend:
         meta = {"seed": self.seed, "model": str(getattr(self.model, "name_or_path", "")),
                 "trainable_parameters": self.trainable_parameters}
         return str(write_checkpoint(path, model=self.model, lora=self.lora, optimizer=self.optimizer,
-                                    rng=self._rng_state(), meta=meta))
+                                    rng=self._rng_state(), meta=meta,
+                                    extra=self.server.save_into if self.server is not None else None))
 
     def load_checkpoint(self, path: str) -> None:
         if self.base_from_seed:
@@ -224,6 +249,10 @@ class LocalBackend:
         self.select_generator.set_state(rng["select"])
         if "cuda" in rng and self.device.type == "cuda":
             torch.cuda.set_rng_state(rng["cuda"], self.device)
+        if self.server is not None:
+            self.stale = True
+            if not self.server.restore_from(Path(path)):
+                self.checkpoint("resume")
 
     def save_adapter(self, path: str) -> str:
         return str(write_dir_atomic(path, lambda tmp: save_weights(self.model, tmp, lora=self.lora)))
@@ -234,11 +263,14 @@ class LocalBackend:
 
         s = self.sample_stats
         self.sample_stats = SampleStats()
-        return {
+        engine: dict[str, float | int | str] = {
             "engine_prompt_prefill_s": round(s.prefill_s, 6),
             "engine_decode_s": round(s.decode_s, 6),
             "engine_prompt_tokens": s.prompt_tokens,
             "engine_generated_tokens": s.generated_tokens,
+        } if self.server is None else self.server.metrics()
+        return {
+            **engine,
             "local_trainable_parameters": self.trainable_parameters,
             "local_device": str(self.device),
             "local_fused_lora_layers": self.fused_lora_layers,
@@ -247,3 +279,5 @@ class LocalBackend:
 
     def close(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
+        if self.server is not None:
+            self.server.close()

@@ -91,12 +91,16 @@ def write_dir_atomic(path: str | Path, fill: Callable[[Path], None]) -> Path:
 
 
 def write_checkpoint(path: str | Path, *, model: Any, lora: bool, optimizer: torch.optim.Optimizer,
-                     rng: dict[str, Any], meta: dict[str, Any]) -> Path:
+                     rng: dict[str, Any], meta: dict[str, Any], extra: Callable[[Path], None] | None = None) -> Path:
+    """`extra(tmp)` adds files of its own before the directory is renamed into place."""
+
     def fill(tmp: Path) -> None:
         save_weights(model, tmp, lora=lora)
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
         torch.save(rng, tmp / "rng.pt")
         (tmp / "checkpoint.json").write_text(json.dumps({**meta, "lora": lora}, indent=2, sort_keys=True) + "\n")
+        if extra is not None:
+            extra(tmp)
 
     return write_dir_atomic(path, fill)
 

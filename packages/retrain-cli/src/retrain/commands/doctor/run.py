@@ -1,4 +1,5 @@
-"""`retrain doctor [--json]`: what is installed and usable on this machine. Always exit 0."""
+"""`retrain doctor [CONFIG] [--json]`: what is installed and usable on this machine, and whether
+CONFIG's inference server answers. Exit 0 (2 only when CONFIG does not load)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ import json
 
 from retrain.backends.catalog import all_entries
 from retrain.commands.doctor.probe import cuda_devices, machine, packages
+from retrain.commands.doctor.server import probe_server, server_line
 from retrain.registry.health import installed_versions
 
 
-def report() -> dict[str, object]:
-    return {
+def report(config: str | None = None) -> dict[str, object]:
+    out: dict[str, object] = {
         "machine": machine(),
         "cuda": cuda_devices(),
         "retrain": installed_versions(),
@@ -18,10 +20,16 @@ def report() -> dict[str, object]:
                       "hint": e.definition.hint} for e in all_entries()],
         "packages": packages(),
     }
+    if config is not None:
+        from retrain.config import load_config
+
+        c = load_config(config).config
+        out["inference_server"] = probe_server(c.inference.engine, c.inference.url)
+    return out
 
 
-def run(as_json: bool) -> None:
-    r = report()
+def run(as_json: bool, config: str | None = None) -> None:
+    r = report(config)
     if as_json:
         print(json.dumps(r, indent=2))
         return
@@ -46,4 +54,9 @@ def run(as_json: bool) -> None:
         missing += not p["available"]
         lines.append(f"  {p['module']:<22} {state:<16} {p['purpose']}" + ("" if p["available"] else f"  ({p['hint']})"))
     lines += ["", "All optional packages are installed." if not missing else f"{missing} optional packages are missing."]
+    server = r.get("inference_server")
+    if isinstance(server, dict):
+        lines += ["", server_line(server)]
+    elif "inference_server" in r:
+        lines += ["", 'Inference: engine = "pytorch" samples in-process (no server to probe)']
     print("\n".join(lines))

@@ -21,7 +21,9 @@ ALIASES = {
     "keys": "configuration",
     "top": "status",
     "diff": "status",
-    "serve": "status",
+    "serve": "inference",
+    "vllm": "inference",
+    "sglang": "inference",
     "exporter": "status",
     "prometheus": "status",
 }

@@ -78,7 +78,38 @@ def check_bounds(c: TrainConfig) -> list[ConfigIssue]:
     bp = c.backpressure
     if bp.min_batch_size > bp.max_batch_size:
         err("bp_min_batch_size", f"{bp.min_batch_size} must be <= max_batch_size ({bp.max_batch_size})")
+    issues += _inference(c)
     issues += _optimizer_batch(c)
+    return issues
+
+
+def _inference(c: TrainConfig) -> list[ConfigIssue]:
+    inf, t = c.inference, c.training
+    issues: list[ConfigIssue] = []
+    server = inf.engine != "pytorch"
+    if inf.url and not re.match(r"^https?://[^/\s]+", inf.url):
+        issues.append(ConfigIssue(f"{inf.url!r} must be an http:// or https:// URL", key=lab("inference_url"),
+                                  hint='url = "http://127.0.0.1:8000"'))
+    if inf.url and not server:
+        issues.append(ConfigIssue('is set but engine = "pytorch" samples in-process', key=lab("inference_url"),
+                                  hint='engine = "vllm" (or sglang, openai) to sample on that server'))
+    if t.max_async_level > 0 and not server:
+        issues.append(ConfigIssue(
+            'needs an inference server: the in-process engine = "pytorch" samples the very weights that train',
+            key=lab("max_async_level"), hint='engine = "vllm" with url = ..., or max_async_level = 0'))
+    if t.max_async_level > 0 and c.backpressure.enabled:
+        issues.append(ConfigIssue("cannot run with back-pressure: the next batch is sampled before this step's "
+                                  "timing sizes it", key=lab("max_async_level"), hint="[backpressure] enabled = false"))
+    if server and c.backend.backend != "local":
+        issues.append(ConfigIssue(f"{inf.engine!r} samples for backend = local only (got {c.backend.backend!r})",
+                                  key=lab("inference_engine")))
+    if server and str(c.backend.options.get("train_full_model", "false")).lower() in ("true", "1", "yes", "on"):
+        issues.append(ConfigIssue(f"{inf.engine!r} receives the trained weights as a LoRA adapter after every step; "
+                                  "train_full_model = true has none", key=lab("inference_engine"),
+                                  hint='engine = "pytorch", or train LoRA'))
+    if inf.importance_sampling_correction and c.backend.backend != "local":
+        issues.append(ConfigIssue("needs backend = local (the correction weights the local policy loss)",
+                                  key=lab("importance_sampling_correction")))
     return issues
 
 

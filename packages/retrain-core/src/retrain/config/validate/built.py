@@ -73,7 +73,7 @@ class NotBuilt:
 
 _TL_GRPO = ("turn-level GRPO (tl_grpo)", "remove it; tl_grpo = false")
 _SFT_DATA = ("a separate SFT data set", 'remove it; sft_warmup_steps warms up on the [data] prompts')
-_INFERENCE = ("inference-engine tuning", 'remove it; the in-process engine = "pytorch" samples')
+_INFERENCE = ("inference-engine tuning", "remove it; tune an inference server with its own flags")
 
 NOT_BUILT: tuple[NotBuilt, ...] = (
     NotBuilt("backend.devices", "training on more than one device", 'one device: devices = "gpu:0" or "cpu"',
@@ -105,9 +105,8 @@ NOT_BUILT: tuple[NotBuilt, ...] = (
     NotBuilt("training.sft_length_bucket_size", "SFT batch ordering", "remove it; warmup takes the [data] prompt order"),
     NotBuilt("training.sft_reshuffle_each_epoch", "SFT batch ordering", "remove it; warmup takes the [data] prompt order"),
     NotBuilt("echo", "ECHO (an auxiliary loss on environment tokens)", "remove the [echo] table"),
-    NotBuilt("inference.engine", "{value!r}", 'engine = "pytorch", the in-process sampler',
-             values=("max", "vllm", "sglang", "trtllm", "mlx", "openai")),
-    NotBuilt("inference.url", "an inference server", 'remove it; the in-process engine = "pytorch" samples'),
+    NotBuilt("inference.engine", "{value!r}", 'engine = "pytorch", "vllm", "sglang" or "openai"',
+             values=("max", "trtllm", "mlx")),
     NotBuilt("inference.attention_kernel", *_INFERENCE),
     NotBuilt("inference.dtype", *_INFERENCE),
     NotBuilt("inference.kv_cache_dtype", *_INFERENCE),

@@ -1,0 +1,1 @@
+"""Sampling on an OpenAI-compatible inference server (vLLM, SGLang, `retrain serve`) over HTTP."""

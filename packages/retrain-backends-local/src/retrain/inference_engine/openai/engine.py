@@ -1,0 +1,210 @@
+"""The OpenAI-compatible engine: sample a step's groups on an inference server, push adapters.
+
+One `/v1/completions` request per prompt with `n` = the group size, all of a step's requests
+in flight at once up to `[inference] concurrency`. vLLM and SGLang take the prompt as token
+ids, so the server sees exactly the tokens the trainer trains on; a server that refuses them
+(400/422) gets the prompt as text from then on, and the fallback is counted. Each request
+carries a seed drawn by the caller, so a seeded run samples the same completions from the
+same adapter.
+
+The trained adapter reaches the server through its LoRA endpoints (`reload`), per server kind:
+vLLM loads in place under one name; SGLang and plain OpenAI-compatible servers unload, then
+load. A server that cannot load adapters fails at `start`, before any step, because sampling
+from a stale policy would train silently on the wrong data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from retrain.inference_engine.openai.client import (
+    HTTPStatusError,
+    InferenceServerError,
+    RetryPolicy,
+    ServerClient,
+    gather_all,
+)
+from retrain.inference_engine.openai.recover import SOURCES, recover
+from retrain.registry.builtin import INFERENCE_DEFAULT_URLS
+from retrain.types import Completion, SamplingParams
+
+DEFAULT_URLS = INFERENCE_DEFAULT_URLS
+TOKEN_NATIVE = frozenset({"vllm", "sglang"})
+API_KEY_ENV = "RETRAIN_INFERENCE_API_KEY"
+
+
+@dataclass
+class EngineCounters:
+    requests: int = 0
+    token_prompt_calls: int = 0
+    token_prompt_fallbacks: int = 0
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    generation_wall_s: float = 0.0
+    adapter_reload_calls: int = 0
+    adapter_reload_s: float = 0.0
+    recovered: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SOURCES, 0))
+
+
+@dataclass(frozen=True)
+class TextCodec:
+    """What the engine needs of the tokenizer: prompt ids back to text (special tokens kept,
+    for servers that take text), completion text to ids, token strings to ids."""
+
+    prompt_text: Callable[[Sequence[int]], str]
+    encode: Callable[[str], list[int]]
+    token_ids: Callable[[Sequence[str]], list[int | None]]
+
+
+class OpenAIEngine:
+    def __init__(self, kind: str, url: str, codec: TextCodec, *, adapter_name: str, api_key: str = "",
+                 concurrency: int = 64, timeout_s: float = 300.0, retries: int = 5) -> None:
+        if kind not in DEFAULT_URLS:
+            raise ValueError(f"unknown OpenAI-compatible engine {kind!r}")
+        self.kind = kind
+        self.url = (url or DEFAULT_URLS[kind]).rstrip("/")
+        if self.url.endswith("/v1"):
+            self.url = self.url[:-3]
+        self.codec = codec
+        self.adapter_name = adapter_name
+        self.token_prompts = kind in TOKEN_NATIVE
+        self.client = ServerClient(self.url, api_key=api_key, timeout_s=timeout_s, concurrency=concurrency,
+                                   retry=RetryPolicy(retries=retries))
+        self.served_model = ""
+        self.adapter_loaded = False
+        self.counters = EngineCounters()
+
+    # -- start -------------------------------------------------------------------------------
+    def start(self) -> list[str]:
+        """Ask the server what it serves; the one clear error when it does not answer."""
+        try:
+            resp = self.client.run(self.client.request("GET", "/v1/models", what="GET /v1/models"))
+        except HTTPStatusError as exc:
+            raise InferenceServerError(f"inference server {self.url} answered {exc.status} to GET /v1/models; "
+                                       f"is it an OpenAI-compatible server?") from None
+        models = [str(m.get("id")) for m in resp.json().get("data", []) if isinstance(m, dict)]
+        bases = [str(m.get("id")) for m in resp.json().get("data", [])
+                 if isinstance(m, dict) and not m.get("parent")]
+        if not models:
+            raise InferenceServerError(f"inference server {self.url} serves no model (GET /v1/models is empty)")
+        self.served_model = bases[0] if bases else models[0]
+        return models
+
+    @property
+    def request_model(self) -> str:
+        if not self.adapter_loaded:
+            return self.served_model
+        return f"{self.served_model}:{self.adapter_name}" if self.kind == "sglang" else self.adapter_name
+
+    # -- adapters ----------------------------------------------------------------------------
+    def reload(self, adapter_dir: str) -> None:
+        """Make the server sample from the adapter in `adapter_dir` (written completely before
+        this call). Called after every optimizer step, even when the path is unchanged."""
+        t0 = time.perf_counter()
+        self.client.run(self._reload(adapter_dir))
+        self.adapter_loaded = True
+        self.counters.adapter_reload_calls += 1
+        self.counters.adapter_reload_s += time.perf_counter() - t0
+
+    async def _reload(self, adapter_dir: str) -> None:
+        name = self.adapter_name
+        try:
+            if self.kind == "vllm":
+                await self.client.request("POST", "/v1/load_lora_adapter",
+                                          {"lora_name": name, "lora_path": adapter_dir, "load_inplace": True},
+                                          what="loading the adapter")
+                return
+            prefix = "" if self.kind == "sglang" else "/v1"
+            if self.adapter_loaded:
+                await self.client.request("POST", f"{prefix}/unload_lora_adapter", {"lora_name": name},
+                                          what="unloading the adapter")
+            await self.client.request("POST", f"{prefix}/load_lora_adapter", {"lora_name": name, "lora_path": adapter_dir},
+                                      what="loading the adapter")
+        except HTTPStatusError as exc:
+            hint = {"vllm": " (start vLLM with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True, "
+                            "--max-lora-rank >= [model] lora_rank)",
+                    "sglang": " (start SGLang with --enable-lora and --max-lora-rank >= [model] lora_rank)"}
+            raise InferenceServerError(f"inference server {self.url} cannot load the trained adapter: it answered "
+                                       f"{exc.status} ({exc.body.strip()[:200]}){hint.get(self.kind, '')}") from None
+
+    # -- sampling ----------------------------------------------------------------------------
+    def generate(self, prompts: Sequence[Sequence[int]], n: int, params: SamplingParams,
+                 seeds: Sequence[int] | None = None) -> list[list[Completion]]:
+        t0 = time.perf_counter()
+        calls = [(lambda i=i: self._one(prompts[i], n, params, seeds[i] if seeds is not None else None))
+                 for i in range(len(prompts))]
+        out = self.client.run(gather_all(calls))
+        self.counters.generation_wall_s += time.perf_counter() - t0
+        return out
+
+    async def _one(self, prompt: Sequence[int], n: int, params: SamplingParams, seed: int | None) -> list[Completion]:
+        body: dict[str, Any] = {"model": self.request_model, "max_tokens": params.max_tokens,
+                                "temperature": params.temperature, "top_p": params.top_p, "n": n, "logprobs": 1}
+        if params.top_k > 0:
+            body["top_k"] = params.top_k
+        if params.min_p > 0:
+            body["min_p"] = params.min_p
+        if seed is not None:
+            body["seed"] = int(seed)
+        if self.kind == "vllm":
+            body["return_tokens_as_token_ids"] = True
+        data = await self._complete(body, prompt)
+        choices = sorted(data.get("choices", []), key=lambda c: int(c.get("index", 0)))
+        if len(choices) != n:
+            raise InferenceServerError(f"inference server {self.url} returned {len(choices)} choices for n = {n}")
+        c = self.counters
+        c.requests += 1
+        c.prompt_tokens += len(prompt)
+        out = []
+        for choice in choices:
+            got = recover(choice, encode=self.codec.encode, token_ids=self.codec.token_ids)
+            c.recovered[got.source] += 1
+            c.generated_tokens += len(got.completion.token_ids)
+            out.append(got.completion)
+        return out
+
+    async def _complete(self, body: dict[str, Any], prompt: Sequence[int]) -> Any:
+        if self.token_prompts:
+            self.counters.token_prompt_calls += 1
+            try:
+                return await self.client.post_json("/v1/completions", {**body, "prompt": list(prompt)},
+                                                   what="POST /v1/completions")
+            except HTTPStatusError as exc:
+                if exc.status not in (400, 422) or not self.token_prompts:
+                    raise
+                self.token_prompts = False
+                self.counters.token_prompt_fallbacks += 1
+        return await self.client.post_json("/v1/completions", {**body, "prompt": self.codec.prompt_text(prompt)},
+                                           what="POST /v1/completions")
+
+    # -- counters ----------------------------------------------------------------------------
+    def metrics(self) -> dict[str, float | int | str]:
+        """Counters since the previous call (one step)."""
+        c, self.counters = self.counters, EngineCounters()
+        out: dict[str, float | int | str] = {
+            "engine_kind": self.kind,
+            "engine_requests": c.requests,
+            "engine_request_retries": self.client.take_retries(),
+            "engine_token_prompt_calls": c.token_prompt_calls,
+            "engine_token_prompt_fallbacks": c.token_prompt_fallbacks,
+            "engine_token_native_prompt_enabled": int(self.token_prompts),
+            "engine_prompt_tokens": c.prompt_tokens,
+            "engine_generated_tokens": c.generated_tokens,
+            "engine_generation_wall_s": round(c.generation_wall_s, 6),
+            "engine_adapter_reload_calls": c.adapter_reload_calls,
+            "engine_adapter_reload_s": round(c.adapter_reload_s, 6),
+        }
+        out.update({f"engine_token_recovery_{k}": v for k, v in c.recovered.items()})
+        return out
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def adapter_name_for(folder: str) -> str:
+    """A name unique to a run's adapter folder, so runs sharing one server do not collide."""
+    return "retrain-" + hashlib.sha256(folder.encode()).hexdigest()[:10]

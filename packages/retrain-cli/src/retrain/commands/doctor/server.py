@@ -1,0 +1,47 @@
+"""`retrain doctor CONFIG`: does the config's inference server answer, and what does it serve?"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from retrain.registry.builtin import INFERENCE_DEFAULT_URLS
+
+
+def probe_server(engine: str, url: str, *, timeout_s: float = 5.0) -> dict[str, Any] | None:
+    """None for the in-process engine; else {url, answers, models | error}. GET /v1/models
+    once, with RETRAIN_INFERENCE_API_KEY when set; never raises."""
+    if engine not in INFERENCE_DEFAULT_URLS:
+        return None
+    import os
+
+    import httpx
+
+    base = (url or INFERENCE_DEFAULT_URLS[engine]).rstrip("/").removesuffix("/v1")
+    key = os.environ.get("RETRAIN_INFERENCE_API_KEY", "")
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    out: dict[str, Any] = {"engine": engine, "url": base, "answers": False}
+    try:
+        resp = httpx.get(base + "/v1/models", headers=headers, timeout=timeout_s)
+    except httpx.ConnectError as exc:
+        out["error"] = f"cannot connect ({exc})"
+        return out
+    except httpx.HTTPError as exc:
+        out["error"] = f"{type(exc).__name__} ({exc})"
+        return out
+    if resp.status_code != 200:
+        out["error"] = f"GET /v1/models answered {resp.status_code}"
+        return out
+    try:
+        data = resp.json().get("data", [])
+    except ValueError:
+        out["error"] = "GET /v1/models did not answer JSON"
+        return out
+    out["answers"] = True
+    out["models"] = [str(m.get("id")) for m in data if isinstance(m, dict)]
+    return out
+
+
+def server_line(probe: dict[str, Any]) -> str:
+    if probe["answers"]:
+        return f"Inference server ({probe['engine']}) {probe['url']}: answers; serves {', '.join(probe['models']) or 'nothing'}"
+    return f"Inference server ({probe['engine']}) {probe['url']}: does not answer — {probe['error']}"

@@ -1,0 +1,1 @@
+"""`retrain serve`: an OpenAI-compatible HTTP server over retrain's PyTorch sampling engine."""

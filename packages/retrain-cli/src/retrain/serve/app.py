@@ -1,0 +1,306 @@
+"""The FastAPI application: OpenAI's completions, chat completions and models endpoints, vLLM's
+LoRA adapter endpoints, /health and Prometheus /metrics.
+
+Every answer that is not a success is OpenAI's error object with the offending field in
+`param`: a bad body is 400 naming the field, an unknown model 404, a missing or wrong API key
+401. The API key is compared in constant time and never written to a log or an error; an
+adapter path is accepted only under the adapter root.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+
+from retrain.serve.schema import (
+    ChatRequest,
+    CompletionRequest,
+    LoadAdapter,
+    Sampling,
+    UnloadAdapter,
+)
+from retrain.types import SamplingParams
+
+OPEN_PATHS = frozenset({"/health"})
+
+
+def error(status: int, message: str, *, param: str | None = None, kind: str = "") -> JSONResponse:
+    kinds = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoundError", 500: "InternalServerError"}
+    return JSONResponse({"error": {"message": message, "type": kind or kinds.get(status, "Error"), "param": param,
+                                   "code": status}}, status_code=status)
+
+
+def _validation_error(exc: RequestValidationError) -> JSONResponse:
+    first = exc.errors()[0] if exc.errors() else {}
+    loc = [str(p) for p in first.get("loc", ()) if p != "body"]
+    if first.get("type") == "json_invalid":
+        return error(400, "the request body is not valid JSON")
+    if first.get("type") == "extra_forbidden":
+        field = ".".join(loc)
+        return error(400, f"unknown field {field!r} (retrain serve refuses what it would ignore)", param=field)
+    field = ".".join(p for p in loc if not p.startswith(("list[", "str", "int", "function-")))
+    top = loc[0] if loc else None
+    msg = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
+    return error(400, f"{field or 'body'}: {msg}", param=top)
+
+
+def create_app(engine: Any, *, api_key: str = "", adapter_root: Path | None = None) -> FastAPI:
+    """`engine` is a `retrain.inference_engine.pytorch.serving.ServingEngine`."""
+    from retrain.inference_engine.pytorch.serving import (  # type: ignore[import-untyped]
+        ServeError,
+        ServeRequest,
+    )
+
+    app = FastAPI(title="retrain serve", docs_url=None, redoc_url=None, openapi_url=None)
+    root = adapter_root.resolve() if adapter_root is not None else None
+    key = api_key.encode()
+    started = int(time.time())
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return _validation_error(exc)
+
+    @app.exception_handler(ServeError)
+    async def _refused(_: Request, exc: ServeError) -> JSONResponse:
+        text = str(exc)
+        return error(exc.status, f"{exc.param}: {text}" if exc.param and exc.param not in text else text,
+                     param=exc.param)
+
+    @app.middleware("http")
+    async def _auth(request: Request, call_next: Any) -> Response:
+        if key and request.url.path not in OPEN_PATHS:
+            given = request.headers.get("authorization", "")
+            token = given[7:].encode() if given.lower().startswith("bearer ") else b""
+            if not hmac.compare_digest(token, key):
+                return error(401, "a valid API key is required (Authorization: Bearer <key>)")
+        response: Response = await call_next(request)
+        return response
+
+    @app.get("/health")
+    async def health() -> Response:
+        return Response(status_code=200)
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        data = [{"id": engine.model_name, "object": "model", "created": started, "owned_by": "retrain",
+                 "root": engine.model_name, "parent": None, "max_model_len": engine.max_context or None}]
+        data += [{"id": name, "object": "model", "created": started, "owned_by": "retrain", "root": path,
+                  "parent": engine.model_name} for name, path in sorted(engine.adapters.items())]
+        return {"object": "list", "data": data}
+
+    @app.get("/metrics")
+    async def metrics() -> PlainTextResponse:
+        lines = []
+        for name, value in engine.counters.as_dict().items():
+            metric = f"retrain_serve_{name}" + ("" if name.endswith("_s") else "_total")
+            lines += [f"# TYPE {metric} counter", f"{metric} {value}"]
+        lines += ["# TYPE retrain_serve_adapters gauge", f"retrain_serve_adapters {len(engine.adapters)}"]
+        return PlainTextResponse("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
+
+    # -- adapters ----------------------------------------------------------------------------
+    def _adapter_dir(path: str) -> str:
+        if root is None:
+            raise ServeError("loading adapters is off: start retrain serve with --adapter-root DIR", param="lora_path")
+        resolved = Path(path).resolve()
+        if not resolved.is_relative_to(root):
+            raise ServeError(f"lora_path {path!r} is outside the adapter root", param="lora_path")
+        return str(resolved)
+
+    async def load(body: LoadAdapter) -> PlainTextResponse:
+        if body.lora_name == engine.model_name:
+            raise ServeError(f"{body.lora_name!r} is the base model's name", param="lora_name")
+        await asyncio.wrap_future(engine.load_adapter(body.lora_name, _adapter_dir(body.lora_path),
+                                                      inplace=body.load_inplace))
+        return PlainTextResponse(f"Success: LoRA adapter '{body.lora_name}' added successfully.")
+
+    async def unload(body: UnloadAdapter) -> PlainTextResponse:
+        await asyncio.wrap_future(engine.unload_adapter(body.lora_name))
+        return PlainTextResponse(f"Success: LoRA adapter '{body.lora_name}' removed successfully.")
+
+    # SGLang's paths too, so retrain's sglang engine kind can be tested against this server
+    for prefix in ("/v1", ""):
+        app.post(f"{prefix}/load_lora_adapter")(load)
+        app.post(f"{prefix}/unload_lora_adapter")(unload)
+
+    # -- generation --------------------------------------------------------------------------
+    def _adapter_of(model: str) -> str | None:
+        if model == engine.model_name:
+            return None
+        if model in engine.adapters:
+            return model
+        base, _, lora = model.partition(":")  # SGLang's "<base>:<adapter>"
+        if base == engine.model_name and lora in engine.adapters:
+            return lora
+        raise ServeError(f"the model {model!r} does not exist", status=404, param="model")
+
+    def _params(body: Sampling, max_tokens: int) -> SamplingParams:
+        top_k = body.top_k if body.top_k and body.top_k > 0 else 0
+        return SamplingParams(max_tokens=max_tokens, temperature=body.temperature, top_p=body.top_p, top_k=top_k,
+                              min_p=body.min_p)
+
+    def _limit(requested: int | None, prompts: Sequence[Sequence[int]]) -> int:
+        if requested is not None:
+            return requested
+        if engine.max_context:
+            return max(1, engine.max_context - max(len(p) for p in prompts))
+        return 16
+
+    @app.post("/v1/completions", response_model=None)
+    async def completions(body: CompletionRequest) -> Any:
+        adapter = _adapter_of(body.model)
+        p = body.prompt
+        prompts: list[list[int]] = []
+        if isinstance(p, str):
+            prompts = [engine.encode(p)]
+        elif all(isinstance(x, int) for x in p):
+            prompts = [[x for x in p if isinstance(x, int)]]
+        else:
+            for x in p:
+                prompts.append(engine.encode(x) if isinstance(x, str) else [int(i) for i in x] if isinstance(x, list)
+                               else [])
+        top_n = body.logprobs or 0
+        request = ServeRequest(prompts=prompts, n=body.n, params=_params(body, _limit(body.max_tokens, prompts)),
+                               adapter=adapter, seed=body.seed, top_n=top_n, stop=body.stops,
+                               include_stop=body.include_stop_str_in_output,
+                               skip_special_tokens=body.skip_special_tokens)
+        view = _View(engine, body, chat=False, want_logprobs=body.logprobs is not None, top_n=top_n)
+        return await _respond(request, view, prompts)
+
+    @app.post("/v1/chat/completions", response_model=None)
+    async def chat(body: ChatRequest) -> Any:
+        adapter = _adapter_of(body.model)
+        prompts = [engine.chat_prompt([m.as_template() for m in body.messages])]
+        limit = body.max_completion_tokens or body.max_tokens
+        top_n = (body.top_logprobs or 0) if body.logprobs else 0
+        request = ServeRequest(prompts=prompts, n=body.n, params=_params(body, _limit(limit, prompts)),
+                               adapter=adapter, seed=body.seed, top_n=top_n, stop=body.stops,
+                               include_stop=body.include_stop_str_in_output,
+                               skip_special_tokens=body.skip_special_tokens)
+        view = _View(engine, body, chat=True, want_logprobs=body.logprobs, top_n=top_n)
+        return await _respond(request, view, prompts)
+
+    async def _respond(request: Any, view: _View, prompts: list[list[int]]) -> Any:
+        prompt_tokens = sum(len(p) for p in prompts)
+        if not view.body.stream:
+            rows = await asyncio.wrap_future(engine.submit(request))
+            return view.response(rows, prompts, prompt_tokens)
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[Any] = asyncio.Queue()
+        request.on_token = lambda event: loop.call_soon_threadsafe(events.put_nowait, event)
+        future = engine.submit(request)  # raises ServeError before the stream starts
+        future.add_done_callback(lambda _: loop.call_soon_threadsafe(events.put_nowait, None))
+        return StreamingResponse(view.stream(events, future, prompt_tokens), media_type="text/event-stream")
+
+    return app
+
+
+class _View:
+    """Renders served rows as one request's OpenAI response, or its server-sent events."""
+
+    def __init__(self, engine: Any, body: Any, *, chat: bool, want_logprobs: bool, top_n: int) -> None:
+        self.engine, self.body, self.chat = engine, body, chat
+        self.want_logprobs, self.top_n = want_logprobs, top_n
+        self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+        self.created = int(time.time())
+        self.object = "chat.completion" if chat else "text_completion"
+
+    def _token(self, token: int) -> str:
+        if self.body.return_tokens_as_token_ids:
+            return f"token_id:{token}"
+        return str(self.engine.token_text(token))
+
+    def _logprobs(self, ids: list[int], lps: list[float], top: list[list[tuple[int, float]]] | None,
+                  start: int = 0) -> dict[str, Any] | None:
+        if not self.want_logprobs:
+            return None
+        if self.chat:
+            content = []
+            for i, (t, lp) in enumerate(zip(ids, lps, strict=True)):
+                alts = top[i] if top else []
+                content.append({"token": self._token(t), "logprob": lp, "bytes": list(self._token(t).encode()),
+                                "token_id": t,
+                                "top_logprobs": [{"token": self._token(a), "logprob": v,
+                                                  "bytes": list(self._token(a).encode())} for a, v in alts]})
+            return {"content": content}
+        offsets, at = [], start
+        for t in ids:  # each token's own text: offsets of a streaming decode, not of re-decoded prefixes
+            offsets.append(at)
+            at += len(self.engine.decode([t], self.body.skip_special_tokens))
+        tops = None
+        if self.top_n and top:
+            tops = [{self._token(a): v for a, v in alts} for alts in top]
+        return {"tokens": [self._token(t) for t in ids], "token_logprobs": list(lps), "top_logprobs": tops,
+                "text_offset": offsets}
+
+    def _choice(self, index: int, text: str, ids: list[int], lps: list[float], top: Any, finish: str | None,
+                *, delta: bool = False, first: bool = False) -> dict[str, Any]:
+        if self.chat:
+            message: dict[str, Any] = {"content": text}
+            if not delta or first:
+                message = {"role": "assistant", "content": text}
+            elif finish is not None:
+                message = {}
+            choice: dict[str, Any] = {"index": index, ("delta" if delta else "message"): message,
+                                      "logprobs": self._logprobs(ids, lps, top), "finish_reason": finish}
+        else:
+            choice = {"index": index, "text": text, "logprobs": self._logprobs(ids, lps, top),
+                      "finish_reason": finish}
+        choice["token_ids"] = ids
+        return choice
+
+    def _usage(self, prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+        return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens}
+
+    def response(self, rows: list[Any], prompts: list[list[int]], prompt_tokens: int) -> dict[str, Any]:
+        n = self.body.n
+        choices = []
+        for index, row in enumerate(rows):
+            choice = self._choice(index, row.text, row.token_ids, row.logprobs, row.top, row.finish_reason)
+            choice["prompt_token_ids"] = prompts[index // n]
+            choices.append(choice)
+        return {"id": self.id, "object": self.object, "created": self.created, "model": self.body.model,
+                "choices": choices, "usage": self._usage(prompt_tokens, sum(len(r.token_ids) for r in rows))}
+
+    def _chunk(self, choices: list[dict[str, Any]], usage: dict[str, int] | None = None,
+               last: bool = False) -> str:
+        chunk: dict[str, Any] = {"id": self.id, "object": "chat.completion.chunk" if self.chat else "text_completion",
+                                 "created": self.created, "model": self.body.model, "choices": choices}
+        if self.body.include_usage:
+            chunk["usage"] = usage if last else None
+        return f"data: {json.dumps(chunk)}\n\n"
+
+    async def stream(self, events: asyncio.Queue[Any], future: Any, prompt_tokens: int) -> AsyncIterator[str]:
+        started: set[int] = set()
+        while True:
+            event = await events.get()
+            if event is None:
+                break
+            row, token, lp, alts, text = event
+            first = self.chat and row not in started
+            started.add(row)
+            yield self._chunk([self._choice(row, text, [token], [lp], [alts] if alts else None, None,
+                                            delta=True, first=first)])
+        try:
+            rows = future.result()
+        except Exception as exc:
+            message = str(exc) if hasattr(exc, "status") else "the model failed on this request"
+            yield f"data: {json.dumps({'error': {'message': message, 'type': 'InternalServerError', 'code': 500}})}\n\n"
+            yield "data: [DONE]\n\n"
+            return
+        for index, row in enumerate(rows):
+            yield self._chunk([self._choice(index, "", [], [], None, row.finish_reason, delta=True,
+                                            first=self.chat and index not in started)])
+        if self.body.include_usage:
+            yield self._chunk([], self._usage(prompt_tokens, sum(len(r.token_ids) for r in rows)), last=True)
+        yield "data: [DONE]\n\n"

@@ -1,0 +1,6 @@
+"""Workspace tests import their shared helpers (serving.py) from this folder."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
