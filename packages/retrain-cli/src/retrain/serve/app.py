@@ -22,6 +22,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
+from retrain.backends.serving import ServeError, ServeRequest
 from retrain.serve.schema import (
     ChatRequest,
     CompletionRequest,
@@ -55,12 +56,8 @@ def _validation_error(exc: RequestValidationError) -> JSONResponse:
 
 
 def create_app(engine: Any, *, api_key: str = "", adapter_root: Path | None = None) -> FastAPI:
-    """`engine` is a `retrain.inference_engine.pytorch.serving.ServingEngine`."""
-    from retrain.inference_engine.pytorch.serving import (  # type: ignore[import-untyped]
-        ServeError,
-        ServeRequest,
-    )
-
+    """`engine` takes `retrain.backends.serving.ServeRequest`s (the local backend's is
+    `retrain.inference_engine.pytorch.serving.ServingEngine`)."""
     app = FastAPI(title="retrain serve", docs_url=None, redoc_url=None, openapi_url=None)
     root = adapter_root.resolve() if adapter_root is not None else None
     key = api_key.encode()

@@ -72,6 +72,9 @@ class BackendDefinition:
     available: bool = True
     note: str = ""
     contract: Contract | None = None
+    #: `module:attr` of a factory `(TrainConfig) -> serving engine` for `retrain serve`
+    #: (retrain.backends.serving); "" when the backend offers none
+    serving: str = ""
 
 
 _BUILTIN = {
@@ -172,7 +175,7 @@ def lookup(name: str) -> BackendEntry | None:
     if name in _BUILTIN:
         base = builtin_definition(name)
         if loaded is not None:
-            base = replace(base, factory=loaded.factory, available=loaded.available and base.available,
+            base = replace(base, factory=loaded.factory, serving=loaded.serving, available=loaded.available and base.available,
                            note=loaded.note or base.note, contract=loaded.contract)
         return BackendEntry(name, base, "builtin", installed=loaded is not None, problems=problems)
     if loaded is not None:

@@ -6,4 +6,5 @@ BACKEND = builtin_definition(
     "local",
     contract=(1, 0),  # the backend contract this distribution was built against
     factory="retrain.backends.local.create:create_backend",
+    serving="retrain.inference_engine.pytorch.serving:create",
 )

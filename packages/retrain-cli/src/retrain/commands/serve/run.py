@@ -3,11 +3,11 @@ OpenAI-compatible server (retrain.serve), sampled by retrain's PyTorch engine.""
 
 from __future__ import annotations
 
-import importlib
 import os
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 from retrain.commands.config_args import resolve_config_args
 from retrain.errors import UserError
@@ -16,13 +16,20 @@ API_KEY_ENV = "RETRAIN_SERVE_API_KEY"
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
-def _engine(config: object) -> object:
-    try:
-        serving = importlib.import_module("retrain.inference_engine.pytorch.serving")
-    except ImportError as exc:
-        raise UserError(f"retrain serve needs the PyTorch engine ({exc.name or exc})",
-                        hint="pip install retrain-backends-local") from None
-    return serving.create(config)
+def _engine(config: Any) -> Any:
+    """The serving engine of the config's backend, reached through the backend catalog like
+    training is (the CLI never imports a backend distribution by name)."""
+    from retrain.backends import catalog
+    from retrain.backends.create import require_runnable
+    from retrain.registry.core import load_target
+
+    require_runnable(config)
+    name = config.backend.backend
+    entry = catalog.lookup(name)
+    if entry is None or not entry.definition.serving:
+        raise UserError(f"backend {name!r} offers no serving engine for retrain serve",
+                        hint='[backend] backend = "local"')
+    return load_target(entry.definition.serving, name)(config)
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -67,7 +74,7 @@ def run(args: list[str], host: str = "127.0.0.1", port: int = 8000, api_key: str
                 raise UserError(f"--adapter {name}={where}: outside the adapter root {root}",
                                 hint="pass --adapter-root DIR")
             try:
-                engine.load_adapter(name, str(folder)).result()  # type: ignore[attr-defined]
+                engine.load_adapter(name, str(folder)).result()
             except ValueError as exc:
                 raise UserError(f"--adapter {name}={where}: {exc}") from None
         app = create_app(engine, api_key=key, adapter_root=root)
@@ -81,5 +88,5 @@ def run(args: list[str], host: str = "127.0.0.1", port: int = 8000, api_key: str
         server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off"))
         server.run(sockets=[sock])
     finally:
-        engine.close()  # type: ignore[attr-defined]
+        engine.close()
         sock.close()
