@@ -27,12 +27,20 @@ class Completion(msgspec.Struct, kw_only=True):
 class SamplingParams(msgspec.Struct, frozen=True, kw_only=True):
     """How one step samples. `want_entropy` asks the backend for the Shannon entropy of each
     sampled position's distribution (`Completion.entropies`); a backend that cannot compute
-    it raises instead of returning None."""
+    it raises instead of returning None.
+
+    `seed` chooses the random stream. None (training): the backend's own stream, saved in
+    its checkpoints. An int (evaluation): a fresh stream seeded with it, so the same call
+    returns the same completions; the backend's own stream and its per-step counters
+    (`runtime_metrics`) are left exactly as they were, so interleaving seeded calls never
+    changes what the training calls draw or report.
+    """
 
     max_tokens: int
     temperature: float = 1.0
     top_p: float = 1.0
     want_entropy: bool = False
+    seed: int | None = None
 
 
 class Datum(msgspec.Struct, kw_only=True):

@@ -28,6 +28,8 @@ cross-field rules and [campaigns](campaigns.md) for the `[campaign]` table.
 
 def _default(spec: FieldSpec) -> str:
     d = spec.default
+    if d is None:
+        return "unset"
     if isinstance(d, bool):
         return "`true`" if d else "`false`"
     if isinstance(d, str):

@@ -83,5 +83,6 @@ def keys_block() -> str:
             section = spec.section
             lines.append(f"  [{section}]")
         default = "{}" if spec.is_mapping and not spec.default else repr(spec.default)
+        default = "unset" if spec.default is None else default
         lines.append(f"    {spec.key:<36} {spec.type_name():<10} default {default}")
     return "\n".join(lines)

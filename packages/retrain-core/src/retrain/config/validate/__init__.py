@@ -2,7 +2,7 @@
 
 `validate(config)` returns the normalised config (canonical uncertainty kind, backend options
 filled with defaults), the errors and the warnings. Passes: bounds (single fields and
-cross-field rules), modes (algorithm selectors), runtime (backend, environment, devices),
+cross-field rules), evaluation (`[eval]`), modes (algorithm selectors), runtime (backend, environment, devices),
 plugins (dotted paths import), warnings.
 """
 
@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from retrain.config.errors import ConfigIssue
 from retrain.config.schema import TrainConfig
 from retrain.config.validate.bounds import check_bounds
+from retrain.config.validate.evaluation import check_eval
 from retrain.config.validate.mode import check_modes
 from retrain.config.validate.plugins import check_plugins
 from retrain.config.validate.runtime import check_runtime
@@ -24,6 +25,7 @@ def validate(
 ) -> tuple[TrainConfig, list[ConfigIssue], list[ConfigIssue]]:
     errors: list[ConfigIssue] = []
     errors += check_bounds(config)
+    errors += check_eval(config)
     config, mode_issues = check_modes(config)
     errors += mode_issues
     config, runtime_issues = check_runtime(config)
