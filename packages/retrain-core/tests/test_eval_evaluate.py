@@ -18,7 +18,7 @@ from retrain.types import Completion, Example, SamplingParams
 
 
 class CharTokenizer:
-    eos_token_ids = [0]
+    eos_token_ids: tuple[int, ...] = (0,)
 
     def encode_prompt(self, text: str) -> list[int]:
         return [ord(ch) for ch in text]
