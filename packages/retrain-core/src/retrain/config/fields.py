@@ -50,6 +50,11 @@ class FieldSpec:
         return f"[{self.section}] {self.key}"
 
     @property
+    def is_bool(self) -> bool:
+        """A boolean (`bool`, or `bool | None` whose None means unset): a bare flag is true."""
+        return self.type is bool or set(get_args(self.type)) == {bool, type(None)}
+
+    @property
     def is_mapping(self) -> bool:
         return get_origin(self.type) is dict
 
