@@ -71,7 +71,13 @@ def as_rows(results: list[tuple[Policy, Evaluation]]) -> list[dict[str, Any]]:
 @contextlib.contextmanager
 def _bar(label: str, total: int) -> Iterator[Progress]:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
 
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=Console(stderr=True), transient=True) as bar:
