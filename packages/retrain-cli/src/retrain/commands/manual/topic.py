@@ -24,6 +24,8 @@ ALIASES = {
     "serve": "status",
     "exporter": "status",
     "prometheus": "status",
+    "evaluation": "eval",
+    "pass@k": "eval",
 }
 
 
