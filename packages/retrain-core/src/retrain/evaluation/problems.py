@@ -5,12 +5,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 from retrain.config.schema import TrainConfig
 from retrain.data.source import DataError
+from retrain.io.json import numbered_rows
 from retrain.types import Example
 
 #: data sources with a held-out split, and where it is loaded from
@@ -32,22 +32,15 @@ def read_problems(path: str | Path) -> list[Example]:
     if not p.is_file():
         raise DataError(f"[eval] data_path {str(path)!r} is not a file")
     out: list[Example] = []
-    with open(p, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as exc:
-                raise DataError(f"{path}:{n}: not a JSON object ({exc})") from None
-            if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
-                raise DataError(f"{path}:{n}: a row needs a string 'prompt'")
-            reference = row.get("reference", row.get("answer"))
-            if reference is None:
-                raise DataError(f"{path}:{n}: a row needs a 'reference' (or 'answer')")
-            ident = row.get("id")
-            out.append(Example(prompt=row["prompt"], reference=str(reference), task="eval",
-                               example_id=ident if isinstance(ident, int | str) else None))
+    for n, row in numbered_rows(p, DataError):
+        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
+            raise DataError(f"{path}:{n}: a row needs a string 'prompt'")
+        reference = row.get("reference", row.get("answer"))
+        if reference is None:
+            raise DataError(f"{path}:{n}: a row needs a 'reference' (or 'answer')")
+        ident = row.get("id")
+        out.append(Example(prompt=row["prompt"], reference=str(reference), task="eval",
+                           example_id=ident if isinstance(ident, int | str) else None))
     return out
 
 
