@@ -134,6 +134,8 @@ class Trainer:
         state.resume_mode, state.resume_warning = resume_contract(caps)
         log.wandb = create_wandb_sink(c, condition=flow.condition)
         examples = load_examples(c)
+        plan = EvalPlan.of(c)
+        held_out_examples = load_problems(c) if plan.schedule.enabled else None  # fails before the model loads
         backend: TrainBackend = create_backend(c)
         cleanup.callback(backend.close)
         if start.checkpoint:
@@ -147,8 +149,9 @@ class Trainer:
                              "log_dir": c.logging.log_dir})
         cursor = PromptCursor(examples, backend.tokenizer, start=state.example_idx)
         sizes = (state.current_batch_size or c.training.batch_size, state.current_group_size or c.training.group_size)
-        plan = EvalPlan.of(c)
-        held_out = HeldOut(plan, encode_problems(load_problems(c), backend.tokenizer)) if plan.schedule.enabled else None
+        held_out = None
+        if held_out_examples is not None:
+            held_out = HeldOut(plan, encode_problems(held_out_examples, backend.tokenizer))
         return Run(flow, log, state, backend, cursor, caps, sizes, held_out)
 
     def _finish(self, run: Run, started: float) -> RunResult:
