@@ -80,3 +80,14 @@ def test_an_unfinished_run_is_scored_at_its_latest_checkpoint(tmp_path: Path) ->
     (tmp_path / "adapters" / "checkpoint_step_2").rmdir()
     with pytest.raises(UserError, match="is missing"):
         select(None, str(logs), False)
+
+
+def test_help_and_manual(cli) -> None:  # type: ignore[no-untyped-def]
+    assert "eval" in cli("--help").stdout.split("Commands:")[1]
+    usage = cli("eval", "--help").stdout
+    for option in ("--adapter", "--run", "--all-checkpoints", "--k", "--max-examples", "--json"):
+        assert option in usage
+    for topic in ("eval", "evaluation"):
+        text = cli("man", topic).stdout
+        assert "EVALUATION" in text and "retrain eval CONFIG --run LOG_DIR --all-checkpoints" in text
+        assert "eval/step_N.jsonl" in text
