@@ -46,6 +46,8 @@ save_every = 5
 source = "arithmetic"
 [reward]
 type = "strict"
+[eval]
+at_end = true
 [logging]
 log_dir = "logs"
 """
@@ -72,6 +74,9 @@ def test_a_trained_run_beats_the_base_model_on_held_out_problems(tmp_path: Path)
     assert rows[-1]["pass@1"] > base_row["pass@1"], (base_row, rows)
     # the final adapter and the last checkpoint hold the same weights: the same score
     assert rows[-1]["pass@1"] == rows[-2]["pass@1"] and rows[0]["examples"] == base_row["examples"] > 0
+    # the same config draws the same stream: the run's own final evaluation, reproduced
+    [in_run] = [json.loads(line) for line in (tmp_path / "logs" / "eval.jsonl").read_text().splitlines()]
+    assert in_run["step"] == 10 and in_run["eval/pass@1"] == rows[-1]["pass@1"]
     print(f"held-out pass@1: base {base_row['pass@1']:.3f}, trained {rows[-1]['pass@1']:.3f}")
     table = retrain(tmp_path, "eval", "run.toml", "--adapter", "adapters/final", "--k", "4", "--max-examples", "5")
     assert table.returncode == 0, table.stderr[-3000:]
