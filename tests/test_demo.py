@@ -1,6 +1,7 @@
 """The README's main command: the bundled retrain.toml trains `tiny` on arithmetic and the
-mean reward of its last 10 RL steps beats its first 10 by at least 0.3. (The three-minute
-budget is measured by the demo benchmark, not asserted here.)"""
+mean reward of its last 10 RL steps beats its first 10 by at least 0.3; it evaluates the
+held-out sums before RL and at the end. (The three-minute budget is measured by the demo
+benchmark, not asserted here.)"""
 
 from __future__ import annotations
 
@@ -30,4 +31,9 @@ def test_demo_learns(tmp_path: Path) -> None:
     last = sum(r["mean_reward"] for r in rows[-10:]) / 10
     assert last - first >= 0.3, (first, last)
     assert "mean reward, first 10 RL steps" in proc.stderr and "mean reward, last 10 RL steps" in proc.stderr
+    # held-out sums before RL and after it, in eval.jsonl and in the closing summary
+    evals = read_jsonl(tmp_path / "logs" / "demo" / "eval.jsonl")
+    assert [r["step"] for r in evals] == [0, 400] and all(0 <= r["eval/pass@1"] <= r["eval/pass@8"] <= 1 for r in evals)
+    assert "held-out (16 problems), after 0 RL steps" in proc.stderr
+    assert "held-out (16 problems), after 400 RL steps" in proc.stderr
     assert (tmp_path / "adapters" / "demo" / "final" / "model.safetensors").exists()

@@ -38,7 +38,7 @@ uncertainty_kind = "{kind}"
 [training]
 seed = 0
 max_steps = 2
-batch_size = 2
+batch_size = 4
 group_size = 4
 max_tokens = 6
 [data]

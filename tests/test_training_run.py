@@ -1,6 +1,8 @@
 """End-to-end runs of the trainer on the tiny model through the real `retrain` command,
-including SIGKILL at chosen points followed by --resume: the resumed run's logs and final
-adapter must be bit-identical to an uninterrupted run's (wall-clock fields aside)."""
+including SIGKILL at chosen points followed by --resume: the resumed run's logs (held-out
+evaluations included) and final adapter must be bit-identical to an uninterrupted run's
+(wall-clock fields aside). The run evaluates after every step; the same run without `[eval]`
+trains identically."""
 
 from __future__ import annotations
 
@@ -25,12 +27,17 @@ def score(response, reference):
 '''
 
 
-def write_run(root: Path, **training: object) -> Path:
+EVAL = {"every": 1, "k": 8, "before_train": True}
+
+
+def write_run(root: Path, evaluation: dict[str, object] | None = EVAL, **training: object) -> Path:
     (root / "toy_reward.py").write_text(REWARD)
     settings = {"seed": 0, "max_steps": 6, "batch_size": 4, "group_size": 4, "max_tokens": 8,
                 "temperature": 1.0, "top_p": 1.0, "lr": 1e-2, "sft_warmup_steps": 3, "sft_lr": 3e-3,
                 "sft_loss_fn": "cross_entropy", "save_every": 2, **training}
     lines = "\n".join(f"{k} = {json.dumps(v)}" for k, v in settings.items())
+    eval_lines = "\n".join(f"{k} = {json.dumps(v)}" for k, v in (evaluation or {}).items())
+    eval_section = f"[eval]\n{eval_lines}" if evaluation else ""
     cfg = root / "run.toml"
     cfg.write_text(f"""
 [model]
@@ -54,6 +61,7 @@ source = "arithmetic"
 type = "custom"
 custom_module = "toy_reward"
 custom_function = "score"
+{eval_section}
 [logging]
 log_dir = "{root / 'logs'}"
 """)
@@ -70,6 +78,9 @@ def deterministic(rows: list[dict[str, object]]) -> list[dict[str, object]]:
     return [{k: v for k, v in r.items() if k not in WALL_CLOCK_FIELDS} for r in rows]
 
 
+TRAINING = ("metrics", "steps", "generations", "adapter")
+
+
 def outputs(root: Path) -> dict[str, object]:
     logs = root / "logs"
     return {
@@ -77,6 +88,8 @@ def outputs(root: Path) -> dict[str, object]:
         "steps": deterministic(read_jsonl(logs / "emergence" / "steps.jsonl")),
         "generations": read_jsonl(logs / "emergence" / "generations.jsonl"),
         "adapter": (root / "adapters" / "final" / "adapter_model.safetensors").read_bytes(),
+        "eval": deterministic(read_jsonl(logs / "eval.jsonl")),
+        "eval_problems": {p.name: p.read_text() for p in sorted((logs / "eval").glob("*"))},
     }
 
 
@@ -109,6 +122,31 @@ def test_run_writes_the_run_directory(reference: dict[str, object]) -> None:
     assert (root / "adapters" / "checkpoint_step_2" / "optimizer.pt").exists()
     assert (logs / "latest_sampler_path.txt").read_text() == f"{root / 'adapters' / 'final'}\n"
     assert "Training complete" in str(reference["stderr"])
+
+
+def test_run_evaluates_held_out_problems(reference: dict[str, object]) -> None:
+    logs = Path(str(reference["root"])) / "logs"
+    rows = read_jsonl(logs / "eval.jsonl")
+    assert [r["step"] for r in rows] == list(range(7))  # before RL, then after each of 6 steps
+    for r in rows:
+        assert 0 <= r["eval/pass@1"] <= r["eval/pass@8"] <= 1, r
+        assert r["eval/k"] == 8 and r["eval/examples"] > 0
+    assert any(0 < r["eval/pass@1"] < 1 for r in rows), "the toy reward should separate samples"
+    problems = read_jsonl(logs / "eval" / "step_6.jsonl")
+    assert len(problems) == rows[-1]["eval/examples"] and all(len(p["rewards"]) == 8 for p in problems)
+    train = {r["prompt"] for r in read_jsonl(logs / "emergence" / "generations.jsonl")}
+    assert train.isdisjoint(p["prompt"] for p in problems)
+    assert "held-out" in str(reference["stderr"]) and "evaluation time" in str(reference["stderr"])
+
+
+def test_evaluation_does_not_change_training(reference: dict[str, object], tmp_path: Path) -> None:
+    """The same run without [eval]: every training row and the final adapter are identical."""
+    res = retrain(write_run(tmp_path, evaluation=None))
+    assert res.returncode == 0, res.stderr
+    got = outputs(tmp_path)
+    assert not got["eval"] and not (tmp_path / "logs" / "eval.jsonl").exists()
+    for key in TRAINING:
+        assert got[key] == reference[key], key
 
 
 def test_sepa_schedule_counts_warmup_steps(reference: dict[str, object]) -> None:
@@ -156,6 +194,8 @@ def test_rerun_refuses_to_overwrite(reference: dict[str, object]) -> None:
     "after_checkpoint@3",       # just after a checkpoint
     "mid_checkpoint@3",         # checkpoint directory written, state not yet
     "mid_metrics@4",            # half a metrics row on disk
+    "mid_eval@0",               # half of the evaluation before RL on disk (resumes the warmup)
+    "mid_eval@3",               # half of an evaluation's row on disk, its problems file written
 ])
 def test_sigkill_then_resume_is_bit_identical(reference: dict[str, object], tmp_path: Path, crash: str) -> None:
     cfg = write_run(tmp_path)
@@ -168,7 +208,7 @@ def test_sigkill_then_resume_is_bit_identical(reference: dict[str, object], tmp_
     resumed = retrain(cfg, "--resume", str(tmp_path / "logs"))
     assert resumed.returncode == 0, resumed.stderr
     got = outputs(tmp_path)
-    for key in ("metrics", "steps", "generations"):
+    for key in ("metrics", "steps", "generations", "eval", "eval_problems"):
         assert got[key] == reference[key], key
     assert got["adapter"] == reference["adapter"]
     # the end-of-run summary covers the whole run, not only the steps after the resume
@@ -188,3 +228,4 @@ def test_wandb_offline_logging(tmp_path: Path) -> None:
     assert len(runs) == 1
     data = b"".join(p.read_bytes() for p in runs[0].glob("*.wandb"))
     assert b"train/mean_reward" in data and b"train/loss" in data
+    assert b"eval/pass@1" in data and b"eval/pass@8" in data

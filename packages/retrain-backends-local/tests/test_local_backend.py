@@ -163,3 +163,49 @@ def test_full_model_training_and_checkpoint(tiny_config, tmp_path: Path) -> None
     other_seed = LocalBackend(tiny_config("--backend-opt", "train_full_model=true", "--seed", "3"))
     with pytest.raises(RuntimeError, match="seed 0"):
         other_seed.load_checkpoint(str(tmp_path / "ck"))
+
+
+def test_seeded_sampling_leaves_the_training_stream_and_counters(tiny_config) -> None:  # type: ignore[no-untyped-def]
+    """An evaluation call (`SamplingParams.seed`) between two training calls changes neither
+    what the second training call draws nor what the step's counters report."""
+    prompt = [[3, 4, 5]]
+    train = SamplingParams(max_tokens=6)
+    a = LocalBackend(tiny_config())
+    a.sample(prompt, 4, train)
+    a.runtime_metrics()
+    want = a.sample(prompt, 4, train)
+    want_counters = a.runtime_metrics()
+
+    b = LocalBackend(tiny_config())
+    b.sample(prompt, 4, train)
+    b.runtime_metrics()
+    seeded = SamplingParams(max_tokens=6, seed=123)
+    first = b.sample(prompt, 8, seeded)
+    assert [c.token_ids for c in b.sample(prompt, 8, seeded)[0]] == [c.token_ids for c in first[0]]
+    got = b.sample(prompt, 4, train)
+    counters = b.runtime_metrics()
+    assert [c.token_ids for c in got[0]] == [c.token_ids for c in want[0]]
+    timing = {"engine_prompt_prefill_s", "engine_decode_s"}
+    assert {k: v for k, v in counters.items() if k not in timing} == \
+        {k: v for k, v in want_counters.items() if k not in timing}
+    other = b.sample(prompt, 8, SamplingParams(max_tokens=6, seed=124))
+    assert [c.token_ids for c in other[0]] != [c.token_ids for c in first[0]]
+
+
+def test_load_adapter_restores_the_trained_policy(tiny_config, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    a = LocalBackend(tiny_config())
+    a.train_step(rl_datums(a), 5e-2, 0.0)
+    a.save_adapter(str(tmp_path / "final"))
+    a.save_checkpoint(str(tmp_path / "ck"))
+    greedy = SamplingParams(max_tokens=6, temperature=0.0, seed=0)
+    prompts = [a.tokenizer.encode_prompt(f"{i}+1=") for i in range(4)]
+    want = [[c.token_ids for c in g] for g in a.sample(prompts, 1, greedy)]
+    for folder in ("final", "ck"):
+        b = LocalBackend(tiny_config())
+        b.load_adapter(str(tmp_path / folder))
+        assert [[c.token_ids for c in g] for g in b.sample(prompts, 1, greedy)] == want, folder
+    full = LocalBackend(tiny_config("--backend-opt", "train_full_model=true"))
+    from retrain.errors import UserError
+
+    with pytest.raises(UserError, match="full model weights"):
+        full.load_adapter(str(tmp_path / "final"))

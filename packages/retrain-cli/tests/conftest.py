@@ -78,6 +78,15 @@ def metric_row(step: int, condition: str = "maxrl+gtpo_sepa", **extra):
     return row
 
 
+def eval_row(step: int, pass1: float, k: int = 4, **extra):
+    """An eval.jsonl row, as `retrain.evaluation.row.EvalRow.to_dict` writes it."""
+    row = {"step": step, "eval/k": k, "eval/examples": 20, "eval/mean_reward": pass1, "eval/pass@1": pass1,
+           f"eval/pass@{k}": min(1.0, 2 * pass1), "eval/mean_tokens": 9.0, "eval/truncated_share": 0.0,
+           "eval/wall_s": 0.5}
+    row.update(extra)
+    return row
+
+
 def dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
@@ -96,6 +105,7 @@ def write_run(
     age_s: float = 0.0,
     rows: list[dict] | None = None,
     metrics: bool = True,
+    evals: list[dict] | None = None,
 ) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     if metrics:
@@ -104,6 +114,8 @@ def write_run(
             for row in rows:
                 f.write(json.dumps(row).encode() + b"\n")
             f.write(tail)
+    if evals is not None:
+        (path / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in evals))
     last = (rows or [{}])[-1].get("step", steps - 1) if rows else steps - 1
     if final:
         (path / "trainer_state.json").write_text(json.dumps(
@@ -171,6 +183,11 @@ def row():
 
 
 @pytest.fixture
+def evaluation():
+    return eval_row
+
+
+@pytest.fixture
 def gone_pid():
     return dead_pid()
 
@@ -181,7 +198,8 @@ def log_tree(tmp_path):
     running campaign (2 conditions x 2 seeds: finished, running, failed, unstarted)."""
     root = tmp_path / "logs"
     write_run(root / "live", 7, pid=os.getpid(), meta={"trainer": "retrain", "status": "running"})
-    write_run(root / "done", 4, final=True, meta={"trainer": "retrain", "status": "succeeded"})
+    write_run(root / "done", 4, final=True, meta={"trainer": "retrain", "status": "succeeded"},
+              evals=[eval_row(0, 0.2), eval_row(4, 0.6)])
     write_run(root / "crashed", 3, pid=dead_pid())
     write_run(root / "sleepy", 2, age_s=3600)
     write_run(root / "empty", rows=[])

@@ -74,3 +74,19 @@ def test_render_marks_winners_and_draws_curves(tmp_path, make_run, row):
     lines = {line.split()[0]: line for line in text.splitlines() if line.startswith("  ") and line.strip()}
     assert lines["loss"].rstrip().endswith("B") and lines["correct_rate"].rstrip().endswith("A")
     assert "A:" in text and "Performance:" in text and "█" in text
+
+
+def test_held_out_metrics_join_the_finals(tmp_path, make_run, evaluation):
+    a = load_run(make_run(tmp_path / "a", 3, evals=[evaluation(0, 0.2), evaluation(3, 0.5)]))
+    b = load_run(make_run(tmp_path / "b", 3, evals=[evaluation(3, 0.7, k=8)]))
+    c = load_run(make_run(tmp_path / "c", 3))
+    assert a.final["eval/pass@1"] == 0.5 and a.final["eval/pass@4"] == 1.0
+    assert [s for s, _ in a.series["eval/pass@1"]] == [0, 3]
+    result = compare(a, b)
+    assert result["winners"]["eval/pass@1"] == ">"
+    assert result["final_a"]["eval/pass@8"] is None and result["winners"]["eval/pass@8"] == ""
+    text = render(result)
+    assert "eval/pass@1" in text and "eval/pass@8" in text
+    assert "eval/pass@1" not in c.final and "eval/pass@1" not in compare(c, c)["final_a"]
+    mean = average("cond", [a, b])
+    assert mean.final["eval/pass@1"] == pytest.approx(0.6) and mean.final["eval/pass@8"] == 1.0

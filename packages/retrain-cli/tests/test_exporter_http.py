@@ -49,6 +49,10 @@ def test_metrics_exports_per_run_gauges_states_and_campaign_counts(exporter):
     assert status == 200 and ctype.startswith("text/plain")
     m = samples(body)
     assert value(m["retrain_run_step"], run="live") == 6
+    assert value(m["retrain_run_eval_pass_at_1"], run="done") == pytest.approx(0.6)
+    assert value(m["retrain_run_eval_pass_at_k"], run="done") == pytest.approx(1.0)
+    assert value(m["retrain_run_eval_k"], run="done") == 4 and value(m["retrain_run_eval_step"], run="done") == 4
+    assert "live" not in {lab["run"] for lab, _ in m["retrain_run_eval_pass_at_1"]}
     assert value(m["retrain_run_mean_reward"], run="live") == pytest.approx(0.16)
     assert value(m["retrain_run_loss"], run="done") == pytest.approx(0.25)
     assert value(m["retrain_run_tokens_per_second"], run="live") == 1006

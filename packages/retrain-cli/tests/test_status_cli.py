@@ -26,6 +26,10 @@ def test_status_text_shows_campaign_matrix_and_standalone_runs(log_tree):
     for state in ("[running]", "[finished]", "[dead]", "[stale]"):
         assert state in out
     assert "pid=" in out and "(gone)" in out
+    done = next(line for line in out.splitlines() if "/done " in line)
+    assert "pass@1=0.600@4" in done  # the latest held-out evaluation, after 4 RL steps
+    live = next(line for line in out.splitlines() if "/live " in line)
+    assert "pass@1=-" in live
 
 
 def test_status_json_lists_runs_and_campaigns(log_tree):
@@ -39,6 +43,8 @@ def test_status_json_lists_runs_and_campaigns(log_tree):
     [campaign] = data["campaigns"]
     assert campaign["failed"] == 1 and campaign["completed"] == 1 and campaign["status"] == "running"
     assert campaign["matrix"]["maxrl+gtpo"] == {"42": 0.07, "101": None}
+    done = next(r for r in data["runs"] if r["run"] == "done")
+    assert (done["eval_pass_at_1"], done["eval_step"], done["eval_k"]) == (0.6, 4, 4)
 
 
 def test_status_hides_idle_campaigns_unless_all(tmp_path, make_campaign):

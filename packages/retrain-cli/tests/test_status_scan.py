@@ -190,3 +190,16 @@ def test_report_serializes_to_json(log_tree):
 def test_max_steps_of_a_standalone_run_comes_from_run_meta(tmp_path, make_run, meta):
     run = make_run(tmp_path / "r", 3, meta=meta)
     assert scan_run(run, Scope(tmp_path), now=time.time()).max_steps == 50
+
+
+def test_latest_held_out_evaluation(log_tree):
+    runs = by_run(scan_all(log_tree))
+    done = runs["done"]
+    assert (done.eval_step, done.eval_k, done.eval_pass_at_1, done.eval_pass_at_k) == (4, 4, 0.6, 1.0)
+    assert runs["live"].eval_pass_at_1 is None and runs["live"].eval_step is None
+
+
+def test_a_torn_or_foreign_eval_row_counts_as_absent(tmp_path, make_run):
+    run = make_run(tmp_path / "r", 2, evals=[])
+    (run / "eval.jsonl").write_text('{"step": 1, "eval/k": 4, "eval/pass@1": 0.5}\n{"step": 2, "eval/k"')
+    assert scan_run(run, Scope(tmp_path), now=time.time()).eval_pass_at_1 is None  # no pass@4: not a row

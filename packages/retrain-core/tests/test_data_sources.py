@@ -15,9 +15,11 @@ from retrain.data.source import DataError, Example, load_examples
 
 def test_arithmetic_is_complete_seeded_and_verifiable() -> None:
     a = arithmetic_examples(1, seed=3)
-    assert len(a) == 100 and len({e.prompt for e in a}) == 100
+    held = arithmetic_examples(1, seed=3, held=True)
+    assert len(a) + len(held) == 100 and len({e.prompt for e in a + held}) == 100
+    assert 0 < len(held) < 40
     assert a == arithmetic_examples(1, seed=3) and a != arithmetic_examples(1, seed=4)
-    for e in a:
+    for e in a + held:
         x, y = e.prompt[:-1].split("+")
         assert e.reference == str(int(x) + int(y)) and e.completion == f"\\boxed{{{e.reference}}}"
     hard = arithmetic_examples(3, seed=0)

@@ -116,6 +116,28 @@ def trace_cmd(
     guarded(run, list(ctx.args), as_json)
 
 
+@app.command("eval")
+def eval_cmd(
+    config: Annotated[str, typer.Argument(metavar="CONFIG",
+                                          help="Config giving the model, backend, sampling, reward and problems.")],
+    adapter: Annotated[str | None, typer.Option("--adapter", metavar="DIR", help="Evaluate this adapter folder.")] = None,
+    run_dir: Annotated[str | None, typer.Option("--run", metavar="LOG_DIR",
+                                                help="Evaluate a run's final adapter (latest checkpoint if unfinished).")] = None,
+    all_checkpoints: Annotated[bool, typer.Option("--all-checkpoints",
+                                                  help="With --run: every checkpoint_step_N, then final.")] = False,
+    k: Annotated[int | None, typer.Option("--k", min=1, metavar="N", help="Samples per problem (default: [eval] k).")] = None,
+    max_examples: Annotated[int | None, typer.Option("--max-examples", min=0, metavar="N",
+                                                     help="Problems to evaluate; 0 = all (default: [eval] max_examples).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Held-out pass@1, pass@k and maj@k of the base model (no option), an adapter, or a run's
+    checkpoints, on the config's held-out problems. See `retrain man eval`."""
+    from retrain.commands.eval.run import run
+
+    guarded(run, config, adapter=adapter, run_dir=run_dir, all_checkpoints=all_checkpoints, k=k,
+            max_examples=max_examples, as_json=as_json)
+
+
 @app.command("plugins")
 def plugins_cmd(
     config: Annotated[str | None, typer.Argument(help="Config whose [plugins] search paths to use.")] = None,

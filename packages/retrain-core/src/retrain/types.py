@@ -33,6 +33,12 @@ class SamplingParams(msgspec.Struct, frozen=True, kw_only=True):
     likely tokens (0 = all), then the `top_p` nucleus of what is left (renormalised), then
     the tokens whose probability is at least `min_p` times the most likely one's (0 = off).
     `Completion.logprobs` are under that final, renormalised distribution.
+
+    `seed` chooses the random stream. None (training): the backend's own stream, saved in
+    its checkpoints. An int (evaluation): a fresh stream seeded with it, so the same call
+    returns the same completions; the backend's own stream and its per-step counters
+    (`runtime_metrics`) are left exactly as they were, so interleaving seeded calls never
+    changes what the training calls draw or report.
     """
 
     max_tokens: int
@@ -44,6 +50,7 @@ class SamplingParams(msgspec.Struct, frozen=True, kw_only=True):
     #: names the batch (the data cursor where it starts): a server engine derives each
     #: request's seed from it and the run's seed, so a batch sampled again after a resume gets
     #: the same draws; the in-process engine's own generator is checkpointed instead
+    batch_id: int | None = None
     seed: int | None = None
 
 

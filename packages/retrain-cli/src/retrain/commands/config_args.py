@@ -21,7 +21,7 @@ def _is_bool_flag(flag: str) -> bool:
     if spec is None and "." in bare:
         section, _, key = bare.partition(".")
         spec = by_section().get(section, {}).get(key)
-    return spec is not None and spec.type is bool
+    return spec is not None and spec.is_bool
 
 
 def split_args(args: list[str]) -> tuple[str | None, list[str]]:

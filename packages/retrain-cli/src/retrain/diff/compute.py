@@ -1,25 +1,28 @@
 """Comparing two runs, or two conditions of a campaign averaged over their seeds.
 
 Reads every metrics row (one pass per run): finals from the last row, wall time as the sum of
-step times, steps as the row count, per-row correct-rate curves, and performance means.
+step times, steps as the row count, per-row correct-rate curves, and performance means. A run
+that evaluates adds the metrics of its last held-out evaluation (eval.jsonl) to its finals.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from retrain.errors import UserError
+from retrain.evaluation.row import EvalRow
 from retrain.io import layout
 from retrain.io.json import load_json_object
-from retrain.metrics.scan import number, scan_metrics_file
-from retrain.status.plot import PLOT_FIELDS
+from retrain.metrics.scan import last_row, number, scan_metrics_file
+from retrain.status.plot import EVAL_FIELD, PLOT_FIELDS, eval_series
 from retrain.status.scan import resolve_log_dir
 
 FINAL_FIELDS = ("loss", "correct_rate", "mean_reward")
+SERIES_FIELDS = (*PLOT_FIELDS, EVAL_FIELD)
 MEAN_FIELDS = ("step_time_s", "sample_time_s", "train_time_s", "tokens_per_second", "sample_share", "train_share")
 PEAK_FIELD = "process_max_rss_mb"
 CURVE_FIELD = "correct_rate"
@@ -45,6 +48,15 @@ def _metrics_file(path: Path) -> Path:
     return path if path.is_file() else path / layout.METRICS
 
 
+def held_out_finals(run_dir: Path) -> dict[str, float | None]:
+    """The last evaluation's held-out metrics, under their eval.jsonl names."""
+    row = EvalRow.from_dict(last_row(run_dir / layout.EVAL) or {})
+    if row is None:
+        return {}
+    return {k: v for k, v in row.to_dict().items()
+            if k.startswith(("eval/pass@", "eval/maj@")) or k == "eval/mean_reward"}
+
+
 def load_run(path: Path, label: str | None = None) -> Side:
     metrics = _metrics_file(path)
     if not metrics.is_file():
@@ -57,12 +69,12 @@ def load_run(path: Path, label: str | None = None) -> Side:
         perf[f"peak_{PEAK_FIELD}"] = scan.maxima[PEAK_FIELD]
     return Side(
         label=label or str(path),
-        final={name: number(last.get(name)) for name in FINAL_FIELDS},
+        final={**{name: number(last.get(name)) for name in FINAL_FIELDS}, **held_out_finals(metrics.parent)},
         perf=perf,
         wall_time_s=scan.wall_time_s,
         steps=scan.rows,
         curve=[v for _, v in scan.series.get(CURVE_FIELD, [])],
-        series={name: scan.series.get(name, []) for name in PLOT_FIELDS},
+        series={**{name: scan.series.get(name, []) for name in PLOT_FIELDS}, EVAL_FIELD: eval_series(metrics.parent)},
     )
 
 
@@ -80,7 +92,7 @@ def average(label: str, sides: list[Side]) -> Side:
     columns = [[s.curve[i] for s in sides if i < len(s.curve)] for i in range(length)]
     curve = [sum(column) / len(column) for column in columns]
     series = {}
-    for name in PLOT_FIELDS:
+    for name in SERIES_FIELDS:
         by_step: dict[int, list[float]] = defaultdict(list)
         for s in sides:
             for step, value in s.series.get(name, []):
@@ -88,7 +100,7 @@ def average(label: str, sides: list[Side]) -> Side:
         series[name] = [(step, sum(v) / len(v)) for step, v in sorted(by_step.items())]
     return Side(
         label=label,
-        final={k: _mean([s.final.get(k) for s in sides]) for k in FINAL_FIELDS},
+        final={k: _mean([s.final.get(k) for s in sides]) for k in _union(s.final for s in sides)},
         perf=perf,
         wall_time_s=sum(s.wall_time_s for s in sides) / len(sides),
         steps=round(sum(s.steps for s in sides) / len(sides)),
@@ -128,12 +140,19 @@ def winner(metric: str, a: float | None, b: float | None) -> str:
     return "<" if a_better else ">"
 
 
+def _union(keys: Iterable[Iterable[str]]) -> list[str]:
+    """Keys in first-seen order."""
+    return list(dict.fromkeys(k for group in keys for k in group))
+
+
 def compare(a: Side, b: Side) -> dict[str, Any]:
-    winners = {k: winner(k, a.final.get(k), b.final.get(k)) for k in FINAL_FIELDS}
+    names = _union([a.final, b.final])
+    final_a, final_b = ({k: side.final.get(k) for k in names} for side in (a, b))
+    winners = {k: winner(k, final_a[k], final_b[k]) for k in names}
     winners.update({k: winner(k, a.perf.get(k), b.perf.get(k)) for k in sorted(set(a.perf) | set(b.perf))})
     return {
         "label_a": a.label, "label_b": b.label,
-        "final_a": a.final, "final_b": b.final,
+        "final_a": final_a, "final_b": final_b,
         "perf_a": a.perf, "perf_b": b.perf,
         "wall_time_a": a.wall_time_s, "wall_time_b": b.wall_time_s,
         "steps_a": a.steps, "steps_b": b.steps,

@@ -1,6 +1,7 @@
 """Text rendering of a status report: a banner, campaign matrices, one line per standalone run.
 
-Progress is shown as steps done (`step + 1` of the last row, 0-based) out of max_steps.
+Progress is shown as steps done (`step + 1` of the last row, 0-based) out of max_steps;
+`pass@1=0.700@400` is the latest held-out pass@1, measured after 400 RL steps.
 """
 
 from __future__ import annotations
@@ -87,11 +88,20 @@ def campaign_block(c: CampaignSummary, now: float) -> list[str]:
     return lines
 
 
+def held_out(r: RunSummary) -> str:
+    """The latest held-out pass@1 and after how many RL steps ("-" for a run that does not
+    evaluate)."""
+    if r.eval_pass_at_1 is None:
+        return "-"
+    return f"{r.eval_pass_at_1:.3f}@{r.eval_step}"
+
+
 def run_line(r: RunSummary) -> str:
     progress = "-" if r.step is None else (f"{r.steps_done}/{r.max_steps}" if r.max_steps else f"{r.steps_done}")
     wall = duration(r.wall_time_s) + ("~" if r.wall_time_estimated else "")
     parts = [r.path, r.condition or "-", f"step={progress}", f"cr={_pct(r.correct_rate)}",
-             f"reward={_num(r.mean_reward)}", f"loss={_num(r.loss)}", f"time={wall}", f"[{r.state}]"]
+             f"reward={_num(r.mean_reward)}", f"loss={_num(r.loss)}", f"pass@1={held_out(r)}", f"time={wall}",
+             f"[{r.state}]"]
     enqueue = r.train_submit_enqueue_share if r.train_share is None else None
     optional: tuple[tuple[str, object, Callable[[Any], str]], ...] = (
         ("tok/s", r.tokens_per_second, lambda v: f"{v:.0f}"),

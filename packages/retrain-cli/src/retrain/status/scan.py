@@ -1,8 +1,9 @@
 """Scanning a log root: standalone runs and campaigns (condition x seed matrices).
 
-Reads only what a status line needs: the newest rows of `metrics.jsonl` (a tail read from
-the file end, never the history), `trainer_state.json`, `run_meta.json` and `run.pid`. Every
-file may be missing, half-written or torn; a damaged file counts as absent.
+Reads only what a status line needs: the newest rows of `metrics.jsonl` and the last row of
+`eval.jsonl` (tail reads from the file end, never the history), `trainer_state.json`,
+`run_meta.json` and `run.pid`. Every file may be missing, half-written or torn; a damaged
+file counts as absent.
 
 Run states: `finished` (final checkpoint, or run_meta status "succeeded"), `failed` (run_meta
 status "failed" or a non-zero campaign return code), `dead` (its pid is gone), `stale` (no
@@ -22,6 +23,7 @@ from typing import Any
 
 import msgspec
 
+from retrain.evaluation.row import EvalRow
 from retrain.io import layout
 from retrain.io.json import load_json_object
 from retrain.metrics.scan import Tail, number, read_tail, row_step_time
@@ -70,6 +72,12 @@ class RunSummary(msgspec.Struct, kw_only=True):
     process_max_rss_mb: float | None = None
     last_update: float | None = None
     age_s: float | None = None
+    #: the latest held-out evaluation (eval.jsonl): after how many RL steps, with k samples
+    eval_step: int | None = None
+    eval_k: int | None = None
+    eval_pass_at_1: float | None = None
+    eval_pass_at_k: float | None = None
+    eval_mean_reward: float | None = None
 
     @property
     def steps_done(self) -> int | None:
@@ -127,8 +135,8 @@ class Scope:
     def json(self, path: Path) -> dict[str, Any]:
         return (load_json_object(path) if self.allows(path) else None) or {}
 
-    def tail(self, path: Path) -> Tail:
-        return read_tail(path, TAIL_ROWS) if self.allows(path) else Tail([], True, 0, None)
+    def tail(self, path: Path, rows: int = TAIL_ROWS) -> Tail:
+        return read_tail(path, rows) if self.allows(path) else Tail([], True, 0, None)
 
     def run_id(self, path: Path) -> str:
         return Path(os.path.relpath(path, self.root)).as_posix()
@@ -180,6 +188,7 @@ def scan_run(
     state_file = scope.json(path / layout.TRAINER_STATE)
     meta = scope.json(path / layout.RUN_META)
     last = tail.last or {}
+    evaluation = EvalRow.from_dict(scope.tail(path / layout.EVAL, 1).last or {})
     pid, pid_written = read_pid(path, scope.allows)
     alive = pid_alive(pid, pid_written) if pid is not None else None
 
@@ -242,6 +251,11 @@ def scan_run(
         process_max_rss_mb=number(last.get("process_max_rss_mb")),
         last_update=tail.mtime,
         age_s=age,
+        eval_step=evaluation.step if evaluation else None,
+        eval_k=evaluation.k if evaluation else None,
+        eval_pass_at_1=evaluation.pass_at_1 if evaluation else None,
+        eval_pass_at_k=evaluation.pass_at_k if evaluation else None,
+        eval_mean_reward=evaluation.mean_reward if evaluation else None,
     )
 
 

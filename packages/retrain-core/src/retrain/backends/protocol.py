@@ -53,7 +53,9 @@ class TrainBackend(Protocol):
     def sample(self, prompts: Sequence[Sequence[int]], num_samples: int,
                params: SamplingParams) -> list[list[Completion]]:
         """`num_samples` completions per prompt, all prompts in one batch where possible;
-        `Completion.entropies` is filled exactly when `params.want_entropy`."""
+        `Completion.entropies` is filled exactly when `params.want_entropy`; with
+        `params.seed` set, drawn from that seed's stream without touching the backend's own
+        (see SamplingParams)."""
         ...
 
     def train_step(self, datums: Sequence[Datum], lr: float, weight_decay: float) -> TrainOutput:
@@ -79,4 +81,14 @@ class TrainBackend(Protocol):
         ...
 
     def close(self) -> None:
+        ...
+
+
+@runtime_checkable
+class AdapterLoader(Protocol):
+    """A backend that can evaluate saved weights (`retrain eval --adapter/--run`)."""
+
+    def load_adapter(self, path: str) -> None:
+        """Load the trained weights of a `save_adapter` folder or a checkpoint; the optimizer
+        and the random streams are left as they are."""
         ...

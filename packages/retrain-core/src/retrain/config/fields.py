@@ -50,6 +50,11 @@ class FieldSpec:
         return f"[{self.section}] {self.key}"
 
     @property
+    def is_bool(self) -> bool:
+        """A boolean (`bool`, or `bool | None` whose None means unset): a bare flag is true."""
+        return self.type is bool or set(get_args(self.type)) == {bool, type(None)}
+
+    @property
     def is_mapping(self) -> bool:
         return get_origin(self.type) is dict
 
@@ -105,7 +110,8 @@ def type_name(tp: Any) -> str:
         (inner,) = get_args(tp)
         return f"list[{type_name(inner)}]"
     if origin in (Union, types.UnionType):
-        return " | ".join(type_name(a) for a in get_args(tp))
+        # `X | None`: None is the "unset" default, never a value a file can hold
+        return " | ".join(type_name(a) for a in get_args(tp) if a is not type(None))
     return getattr(tp, "__name__", str(tp))
 
 
@@ -186,6 +192,8 @@ def coerce(spec_type: Any, value: Any, *, from_text: bool = False) -> Any:
     if origin in (Union, types.UnionType):
         last: CoerceError | None = None
         for arg in get_args(tp):
+            if arg is type(None):
+                continue
             try:
                 return coerce(arg, value, from_text=from_text)
             except CoerceError as exc:

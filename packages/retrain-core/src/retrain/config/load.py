@@ -112,6 +112,8 @@ def _default_hint(spec: FieldSpec) -> str:
     if spec.is_mapping:
         return f"[{spec.section}.{spec.key}] table"
     d = spec.default
+    if d is None:
+        return ""
     if isinstance(d, bool):
         return f"{spec.key} = {'true' if d else 'false'}"
     if isinstance(d, str):

@@ -69,7 +69,7 @@ def parse_overrides(args: Sequence[str]) -> Overrides:
             spec = _lookup(name)
             if spec is None and name.startswith("--no-"):
                 spec = _lookup("--" + name[5:])
-                negated = spec is not None and spec.type is bool
+                negated = spec is not None and spec.is_bool
                 if not negated:
                     spec = None
         if name not in MAPPING_FLAGS and spec is None:
@@ -88,7 +88,7 @@ def parse_overrides(args: Sequence[str]) -> Overrides:
         elif i < len(args) and not args[i].startswith("--"):
             value = args[i]
             i += 1
-        elif spec is not None and spec.type is bool:
+        elif spec is not None and spec.is_bool:
             value = "true"
         else:
             issues.append(ConfigIssue("requires a value", key=name))

@@ -34,6 +34,8 @@ built yet are listed at the end.
 
 def _default(spec: FieldSpec) -> str:
     d = spec.default
+    if d is None:
+        return "unset"
     if isinstance(d, bool):
         return "`true`" if d else "`false`"
     if isinstance(d, str):

@@ -278,6 +278,34 @@ class TrainingConfig(Section):
     sft_reshuffle_each_epoch: Annotated[bool, F("Derive each SFT epoch's order from (seed, epoch).")] = False
 
 
+class EvalConfig(Section):
+    _prefix: ClassVar[str] = "eval_"
+    every: Annotated[
+        int, F("Evaluate on held-out problems after every N RL steps; 0 = no periodic evaluation.", ge=0)
+    ] = 0
+    before_train: Annotated[
+        bool, F("Evaluate the starting policy (after any SFT warmup) before the first RL step, as step 0.")
+    ] = False
+    at_end: Annotated[
+        bool | None,
+        F("Evaluate the final policy after the last step; unset = true when every > 0. "
+          "Set alone it is the only evaluation."),
+    ] = None
+    k: Annotated[int, F("Samples per problem; pass@k and maj@k use them.", ge=1)] = 1
+    temperature: Annotated[
+        float, F("Sampling temperature; -1 = 0 (greedy) when k = 1, else [training] temperature.", ge=-1)
+    ] = -1.0
+    top_p: Annotated[float, F("Nucleus sampling mass; 0 = [training] top_p.", ge=0, le=1)] = 0.0
+    max_tokens: Annotated[int, F("Maximum new tokens per completion; 0 = [training] max_tokens.", ge=0)] = 0
+    max_examples: Annotated[int, F("Evaluate at most this many problems (the first ones); 0 = all.", ge=0)] = 0
+    pass_threshold: Annotated[float, F("A sample passes when its reward is at least this.")] = 1.0
+    data_path: Annotated[
+        str,
+        F("JSONL of prompt/reference rows to evaluate on; empty = the held-out split of the "
+          "[data] source (arithmetic and math have one)."),
+    ] = ""
+
+
 class EchoConfig(Section):
     _prefix: ClassVar[str] = "echo_"
     enabled: Annotated[bool, F("Auxiliary supervised loss on environment tokens (ECHO).")] = False
@@ -428,6 +456,7 @@ class TrainConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     reward: RewardConfig = msgspec.field(default_factory=RewardConfig)
     resume: ResumeConfig = msgspec.field(default_factory=ResumeConfig)
     training: TrainingConfig = msgspec.field(default_factory=TrainingConfig)
+    eval: EvalConfig = msgspec.field(default_factory=EvalConfig)
     echo: EchoConfig = msgspec.field(default_factory=EchoConfig)
     sepa: SepaConfig = msgspec.field(default_factory=SepaConfig)
     inference: InferenceConfig = msgspec.field(default_factory=InferenceConfig)

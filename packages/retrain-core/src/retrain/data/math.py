@@ -3,6 +3,8 @@
 Subjects and order follow the reference: intermediate_algebra, precalculus, number_theory,
 counting_and_probability, geometry (train split). The reference answer is the last
 `\\boxed{}` of the solution. Offline without a local copy this is a clear error, never a hang.
+A twentieth of the problems is held out for evaluation (`retrain.evaluation.split`, keyed on
+the problem statement); training never sees them.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from retrain.config.schema import TrainConfig
 from retrain.data.source import DataError
+from retrain.evaluation.split import held_out
 from retrain.rewards.boxed import extract_boxed
 from retrain.types import Example
 
@@ -48,6 +51,16 @@ def load_local(path: Path) -> list[Example]:
 
 
 def load_math(config: TrainConfig) -> list[Example]:
+    seed = config.training.seed
+    return [ex for ex in _all_problems(config) if not held_out("math", ex.prompt, seed)]
+
+
+def load_math_held_out(config: TrainConfig) -> list[Example]:
+    seed = config.training.seed
+    return [ex for ex in _all_problems(config) if held_out("math", ex.prompt, seed)]
+
+
+def _all_problems(config: TrainConfig) -> list[Example]:
     if config.data.path:
         path = Path(config.data.path)
         if not path.exists():

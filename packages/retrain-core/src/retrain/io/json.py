@@ -1,12 +1,14 @@
-"""JSON loading that never raises on a damaged file (writing is io/atomic.py and io/log.py).
+"""JSON loading that never raises on a damaged file (writing is io/atomic.py and io/log.py),
+and the line reader of files users write by hand, which names the line that is wrong.
 
-Run directories are read while a trainer writes them, so every reader here treats a missing,
-half-written or non-object file as "no data" (None) instead of an error.
+Run directories are read while a trainer writes them, so every reader of them here treats a
+missing, half-written or non-object file as "no data" (None) instead of an error.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,3 +43,15 @@ def load_json_object(path: str | Path, *, max_bytes: int = 64 << 20) -> dict[str
     if len(data) > max_bytes:
         return None
     return decode_object(data)
+
+
+def numbered_rows(path: str | Path, error: type[Exception] = ValueError) -> Iterator[tuple[int, Any]]:
+    """(line number, value) of every non-blank line of a user's JSONL file; a line that is not
+    JSON raises `error` with `path:line`."""
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield n, json.loads(line)
+        except ValueError as exc:
+            raise error(f"{path}:{n}: not JSON ({exc})") from None

@@ -8,6 +8,10 @@ METRICS = "metrics.jsonl"
 STEPS = "emergence/steps.jsonl"
 GENERATIONS = "emergence/generations.jsonl"
 EMERGENCE_DIR = "emergence"
+#: one row per held-out evaluation (`retrain.evaluation.row`)
+EVAL = "eval.jsonl"
+#: per-problem results of each evaluation: eval/step_N.jsonl
+EVAL_DIR = "eval"
 RUN_META = "run_meta.json"
 PID = "run.pid"
 TRAINER_STATE = "trainer_state.json"
@@ -23,6 +27,17 @@ FINAL = "final"
 LIVE_ADAPTER = "_live_adapter"
 #: inside a checkpoint: the adapter the inference server was sampling from at that point
 SAMPLER_ADAPTER = "sampler_adapter"
+
+
+def eval_problems_name(step: int) -> str:
+    """The per-problem file of the evaluation after `step` RL steps."""
+    return f"{EVAL_DIR}/step_{step}.jsonl"
+
+
+def eval_problems_step(name: str) -> int | None:
+    """N of a per-problem file name `step_N.jsonl`, or None."""
+    stem = name.removeprefix("step_").removesuffix(".jsonl")
+    return int(stem) if name.startswith("step_") and name.endswith(".jsonl") and stem.isdigit() else None
 
 
 def checkpoint_name(step: int, phase: str = "") -> str:

@@ -44,12 +44,16 @@ def extract_boxed(text: str) -> str:
 
 
 class MatchReward:
+    def extract_answer(self, response: str) -> str:
+        """The answer a response gives (maj@k votes on it)."""
+        return extract_boxed(response)
+
     def score(self, response: str, reference: str) -> float:
         given = extract_boxed(response)
         return 1.0 if given and given == reference.strip() else 0.0
 
 
-class StrictMatchReward:
+class StrictMatchReward(MatchReward):
     def score(self, response: str, reference: str) -> float:
         if response.count(BOX) != 1:
             return 0.0

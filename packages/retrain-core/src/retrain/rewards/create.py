@@ -13,12 +13,13 @@ Every failure mode — an exception, a non-finite or non-numeric result, an over
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from retrain.config.schema import TrainConfig
 from retrain.registry.core import lookup
 from retrain.rewards.bounded import Item, ProcessPool, run_async, run_inline, run_threads
+from retrain.rewards.boxed import extract_boxed
 from retrain.rewards.custom import CustomReward, is_async, reward_from_object
 from retrain.rewards.types import RewardBatch
 from retrain.rewards.verifiers import JudgeReward, require_math_verify
@@ -45,6 +46,9 @@ class RewardScorer:
         pool: ProcessPool | None = None,
     ) -> None:
         self.name, self.reward, self.mode = name, reward, mode
+        # the answer a response gives, when the reward exposes one (maj@k votes on it)
+        extract = getattr(reward, "extract_answer", None)
+        self.extract_answer: Callable[[str], Any] | None = extract if callable(extract) else None
         self.timeout_s = timeout_s
         self.workers = workers or default_workers()
         self.pool = pool
@@ -84,7 +88,9 @@ def build_reward(config: TrainConfig, *, workers: int | None = None) -> RewardSc
     if kind == "math":
         require_math_verify()
         pool = ProcessPool(MATH_TARGET, workers=workers or default_workers(), timeout_s=timeout)
-        return RewardScorer(kind, mode="process", timeout_s=timeout, workers=workers, pool=pool)
+        scorer = RewardScorer(kind, mode="process", timeout_s=timeout, workers=workers, pool=pool)
+        scorer.extract_answer = extract_boxed  # what MathReward parses, read here without a worker
+        return scorer
     if kind == "custom":
         reward: Any = CustomReward(config)
     elif kind == "judge":

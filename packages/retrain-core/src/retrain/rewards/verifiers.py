@@ -49,6 +49,9 @@ class MathReward:
             parsing_timeout=self._timeout(),
         )
 
+    def extract_answer(self, response: str) -> str:
+        return extract_boxed(response)
+
     def score(self, response: str, reference: str) -> float:
         given = extract_boxed(response)
         if not given:

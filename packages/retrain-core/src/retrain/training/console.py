@@ -27,6 +27,19 @@ def step_line(step: int, row: Mapping[str, Any]) -> str:
             f"time={row.get('step_time_s', 0.0):.2f}s")
 
 
+def _eval_metrics(row: Mapping[str, Any]) -> str:
+    k = row.get("eval/k", 1)
+    keys = ["eval/pass@1", *([f"eval/pass@{k}", f"eval/maj@{k}"] if k != 1 else [])]
+    return " ".join(f"{key[5:]}={row[key]:.3f}" for key in keys if key in row)
+
+
+def eval_line(row: Mapping[str, Any]) -> str:
+    """One evaluation (an eval.jsonl row) as a console line."""
+    return (f"eval after {row.get('step', 0)} RL steps: {_eval_metrics(row)} "
+            f"reward={row.get('eval/mean_reward', 0.0):.3f} ({row.get('eval/examples', 0)} held-out problems, "
+            f"{row.get('eval/wall_s', 0.0):.1f}s)")
+
+
 def summary_lines(summary: Mapping[str, Any]) -> list[str]:
     lines = [f"Training complete: {summary.get('condition', '')}, {summary.get('steps', 0)} RL steps "
              f"in {summary.get('elapsed_s', 0.0):.1f}s"]
@@ -34,6 +47,15 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
         lines.append(f"  mean reward, first {summary['window']} RL steps: {summary['first_reward']:.3f}")
         lines.append(f"  mean reward, last {summary['window']} RL steps:  {summary['last_reward']:.3f}"
                      f"  ({summary['last_reward'] - summary['first_reward']:+.3f})")
+    first, last = summary.get("eval_first"), summary.get("eval_last")
+    if first and last:
+        n = last.get("eval/examples", 0)
+        lines.append(f"  held-out ({n} problems), after {first['step']} RL steps: {_eval_metrics(first)}")
+        if last is not first and last.get("step") != first.get("step"):
+            gain = last["eval/pass@1"] - first["eval/pass@1"]
+            lines.append(f"  held-out ({n} problems), after {last['step']} RL steps: {_eval_metrics(last)}"
+                         f"  (pass@1 {gain:+.3f})")
+        lines.append(f"  evaluation time: {summary.get('eval_s', 0.0):.1f}s (not in the step times)")
     for key in ("final_adapter", "log_dir"):
         if summary.get(key):
             lines.append(f"  {key.replace('_', ' ')}: {summary[key]}")

@@ -1,7 +1,9 @@
 """Side effects of recording a run: one call per training step writes its metrics row, its
-emergence rows and its W&B point; one call per checkpoint saves the backend and the trainer
+emergence rows and its W&B point; one call per evaluation writes its eval.jsonl row, its
+per-problem file and its W&B point; one call per checkpoint saves the backend and the trainer
 state; plus run_meta.json, run.pid, and the truncation that makes a resumed run's logs
-identical to an uninterrupted run's. The rows themselves are built in `telemetry`."""
+identical to an uninterrupted run's. The rows themselves are built in `telemetry` and
+`retrain.evaluation`."""
 
 from __future__ import annotations
 
@@ -11,9 +13,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from retrain.io.atomic import write_json_atomic, write_text_atomic
-from retrain.io.layout import GENERATIONS, LATEST_SAMPLER, METRICS, PID, RUN_META, STEPS
-from retrain.io.log import JsonlLogger, encode_row, truncate_jsonl
+from retrain.io.layout import (
+    EVAL,
+    EVAL_DIR,
+    GENERATIONS,
+    LATEST_SAMPLER,
+    METRICS,
+    PID,
+    RUN_META,
+    STEPS,
+    eval_problems_name,
+    eval_problems_step,
+)
+from retrain.io.log import JsonlLogger, encode_row, read_jsonl, truncate_jsonl
 from retrain.training import faults
 from retrain.training.state import TrainerState, write_state
 from retrain.training.telemetry import generation_rows, steps_row
@@ -21,13 +36,15 @@ from retrain.training.wandb import NullSink, WandbSink
 
 if TYPE_CHECKING:
     from retrain.backends.protocol import TrainBackend
+    from retrain.evaluation.evaluate import Evaluation
     from retrain.training.flow import Flow
     from retrain.training.rollouts import StepRollouts
 
 
 class RunLog:
     """The log directory of one run. `wandb` receives every row; W&B steps are global
-    (warmup steps first, then `warmup_steps + step`)."""
+    (warmup steps first, then `warmup_steps + step`; the evaluation after N RL steps at
+    `warmup_steps + N`, beside the next step's row)."""
 
     def __init__(self, log_dir: str | Path, *, log_generations: bool = True, generations_per_prompt: int = 0,
                  warmup_steps: int = 0) -> None:
@@ -35,6 +52,7 @@ class RunLog:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.metrics = JsonlLogger(self.dir / METRICS, flush_every=1)
         self.steps = JsonlLogger(self.dir / STEPS, flush_every=1)
+        self.evals = JsonlLogger(self.dir / EVAL, flush_every=1)
         self.generations = JsonlLogger(self.dir / GENERATIONS, flush_every=32, flush_interval_s=1.0,
                                        enabled=log_generations)
         self.generations_per_prompt = generations_per_prompt
@@ -58,17 +76,34 @@ class RunLog:
                 self.generations_per_prompt))
         self.last_row = row
 
+    def record_eval(self, evaluation: Evaluation) -> dict[str, Any]:
+        """The per-problem file first (atomically), then the eval.jsonl row that commits it."""
+        row = evaluation.row.to_dict()
+        step = evaluation.row.step
+        write_text_atomic(self.dir / eval_problems_name(step),
+                          "".join(encode_row(msgspec.to_builtins(p)) for p in evaluation.problems))
+        self._append(self.evals, "mid_eval", row)
+        self.wandb.log_eval(row, self.warmup_steps + step)
+        return row
+
+    def eval_rows(self) -> list[dict[str, Any]]:
+        self.evals.flush()
+        return read_jsonl(self.dir / EVAL)
+
     def _metrics(self, row: Mapping[str, Any]) -> None:
+        self._append(self.metrics, "mid_metrics", row)
+
+    def _append(self, logger: JsonlLogger, fault: str, row: Mapping[str, Any]) -> None:
         step = int(row.get("step", -1))
-        if faults.armed("mid_metrics", step):
+        if faults.armed(fault, step):
             line = encode_row(row)
-            self.metrics.flush()
-            with open(self.dir / METRICS, "a", encoding="utf-8") as f:
+            logger.flush()
+            with open(logger.path, "a", encoding="utf-8") as f:
                 f.write(line[: len(line) // 2])
                 f.flush()
                 os.fsync(f.fileno())
-            faults.crash_if("mid_metrics", step)
-        self.metrics.log(row)
+            faults.crash_if(fault, step)
+        logger.log(row)
 
     # -- one checkpoint --------------------------------------------------------------------
     def checkpoint(self, backend: TrainBackend, flow: Flow, state: TrainerState, path: str | Path, *,
@@ -105,7 +140,9 @@ class RunLog:
         """Drop rows written after the checkpoint being resumed (and any torn line).
 
         Warmup rows carry phase "sft" and their own step counter; RL rows have no phase or
-        phase "rl". While resuming RL every warmup row is kept."""
+        phase "rl". While resuming RL every warmup row is kept. An evaluation's step counts
+        RL steps done, so the one after RL step `step` (`step + 1`) is the last kept; none
+        is kept before the first RL step (the trainer evaluates step 0 again)."""
         def keep(row: Mapping[str, Any]) -> bool:
             row_phase = row.get("phase", "rl")
             s = row.get("step")
@@ -117,10 +154,17 @@ class RunLog:
 
         for name in (METRICS, STEPS, GENERATIONS):
             truncate_jsonl(self.dir / name, keep)
+        last_eval = step + 1 if phase == "rl" and step >= 0 else -1
+        truncate_jsonl(self.dir / EVAL, lambda row: isinstance(row.get("step"), int) and row["step"] <= last_eval)
+        folder = self.dir / EVAL_DIR
+        for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+            n = eval_problems_step(path.name)
+            if n is not None and n > last_eval:
+                path.unlink()
 
     def sync(self) -> None:
         """Flush and fsync every log."""
-        for logger in (self.metrics, self.steps, self.generations):
+        for logger in (self.metrics, self.steps, self.generations, self.evals):
             logger.flush()
             logger.fsync_now()
 
@@ -130,5 +174,5 @@ class RunLog:
     def close(self, exit_code: int = 0) -> None:
         self.wandb.finish(exit_code)
         self.wandb = NullSink()
-        for logger in (self.metrics, self.steps, self.generations):
+        for logger in (self.metrics, self.steps, self.generations, self.evals):
             logger.close()

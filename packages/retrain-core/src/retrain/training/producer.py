@@ -67,7 +67,7 @@ class RolloutProducer:
 
     def _collect(self, start: int, batch: Sequence[tuple[Example, list[int]]], group_size: int,
                  version: int) -> StepRollouts:
-        sampling = msgspec.structs.replace(self.flow.sampling, seed=start)
+        sampling = msgspec.structs.replace(self.flow.sampling, batch_id=start)
         rollouts = collect(self.backend, self.flow, batch, group_size=group_size, sampling=sampling)
         rollouts.policy_version = version
         return rollouts

@@ -6,6 +6,7 @@
 4. build train datums                                  retrain.training.rollouts.advantages
 5. train                                               backend.train_step
 6. record state and logs                               retrain.training.log (rows: telemetry)
+   and, when due, evaluate on held-out problems         retrain.evaluation
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ from retrain.backends.protocol import TrainBackend
 from retrain.config.schema import TrainConfig
 from retrain.data.source import load_examples
 from retrain.errors import UserError
+from retrain.evaluation.evaluate import Problem, encode_problems, evaluate
+from retrain.evaluation.problems import load_problems
+from retrain.evaluation.settings import EvalPlan
 from retrain.io.layout import FINAL, checkpoint_name
 from retrain.training import faults
 from retrain.training.backpressure import adjust
-from retrain.training.console import PlainReporter, Reporter
+from retrain.training.console import PlainReporter, Reporter, eval_line
 from retrain.training.flow import Flow, build_flow
 from retrain.training.log import RunLog
 from retrain.training.meta import run_meta
@@ -59,9 +63,16 @@ class RunResult:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class HeldOut:
+    plan: EvalPlan
+    problems: list[Problem]
+
+
 @dataclass
 class Run:
-    """What a run holds while it trains; `sizes` is the (batch, group) size back-pressure set."""
+    """What a run holds while it trains; `sizes` is the (batch, group) size back-pressure set;
+    `held_out` is None when the run does not evaluate."""
 
     flow: Flow
     log: RunLog
@@ -71,6 +82,7 @@ class Run:
     caps: BackendCapabilities
     sizes: tuple[int, int]
     producer: RolloutProducer
+    held_out: HeldOut | None = None
 
 
 class Trainer:
@@ -124,6 +136,8 @@ class Trainer:
         state.resume_mode, state.resume_warning = resume_contract(caps)
         log.wandb = create_wandb_sink(c, condition=flow.condition)
         examples = load_examples(c)
+        plan = EvalPlan.of(c)
+        held_out_examples = load_problems(c) if plan.schedule.enabled else None  # fails before the model loads
         backend: TrainBackend = create_backend(c)
         cleanup.callback(backend.close)
         if start.checkpoint:
@@ -140,7 +154,10 @@ class Trainer:
         producer = RolloutProducer(backend, flow, cursor, level=c.training.max_async_level,
                                    max_steps=c.training.max_steps)
         cleanup.callback(producer.close)
-        return Run(flow, log, state, backend, cursor, caps, sizes, producer)
+        held_out = None
+        if held_out_examples is not None:
+            held_out = HeldOut(plan, encode_problems(held_out_examples, backend.tokenizer))
+        return Run(flow, log, state, backend, cursor, caps, sizes, producer, held_out)
 
     def _finish(self, run: Run, started: float) -> RunResult:
         c, state = self.config, run.state
@@ -151,6 +168,10 @@ class Trainer:
         summary: dict[str, Any] = {"condition": run.flow.condition, "steps": window.steps,
                                    "elapsed_s": time.perf_counter() - started, "final_adapter": final,
                                    "log_dir": c.logging.log_dir}
+        evals = run.log.eval_rows()
+        if evals:
+            summary.update({"eval_first": evals[0], "eval_last": evals[-1],
+                            "eval_s": sum(float(r.get("eval/wall_s", 0.0)) for r in evals)})
         if window.first:
             n = min(len(window.first), len(window.last))
             summary.update({"window": n, "first_reward": sum(window.first[:n]) / n,
@@ -182,6 +203,8 @@ class Trainer:
 
     def _rl(self, run: Run) -> None:
         t = self.config.training
+        if run.state.step == -1:
+            self._evaluate(run, 0)
         for step in range(run.state.step + 1, t.max_steps):
             t0 = time.perf_counter()
             rollouts = run.producer.next(step, run.sizes)
@@ -200,8 +223,21 @@ class Trainer:
             run.sizes = sizes
             run.state.rl_step_done(step, run.producer.committed_index, sizes, row["mean_reward"])
             self.reporter.step(step, t.max_steps, row)
+            self._evaluate(run, step + 1)
             faults.crash_if("after_step", step)
             self._maybe_checkpoint(run, step)
+
+    def _evaluate(self, run: Run, done: int) -> None:
+        """Evaluate the policy after `done` RL steps when the schedule says so. It runs after
+        the step's row is recorded (its time is not in the step's) and before the step's
+        checkpoint (which therefore covers it), from evaluation's own random stream."""
+        held = run.held_out
+        if held is None or not held.plan.schedule.due(done, self.config.training.max_steps):
+            return
+        p = held.plan
+        result = evaluate(run.backend, held.problems, run.flow.reward, p.k, params=p.params,
+                          pass_threshold=p.pass_threshold, step=done, per_call=p.per_call)
+        self.reporter.message(eval_line(run.log.record_eval(result)))
 
     def _maybe_checkpoint(self, run: Run, step: int, phase: str = "") -> None:
         every = self.config.training.save_every

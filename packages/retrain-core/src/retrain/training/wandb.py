@@ -28,7 +28,7 @@ class WandbMissing(UserError, RuntimeError):
                          f"({WANDB_HINT}, or clear wandb_project)")
 
 
-def wandb_payload(row: Mapping[str, Any]) -> dict[str, float | int]:
+def wandb_payload(row: Mapping[str, Any], prefix: str = PREFIX) -> dict[str, float | int]:
     """`train/<key>` for every numeric field of a metrics row but `step` (bools as 0/1);
     strings (condition, modes, digests) belong to the run config, not the series."""
     out: dict[str, float | int] = {}
@@ -36,9 +36,9 @@ def wandb_payload(row: Mapping[str, Any]) -> dict[str, float | int]:
         if key == "step":
             continue
         if isinstance(value, bool):
-            out[PREFIX + key] = int(value)
+            out[prefix + key] = int(value)
         elif isinstance(value, (int, float)):
-            out[PREFIX + key] = value
+            out[prefix + key] = value
     return out
 
 
@@ -83,6 +83,10 @@ class WandbSink:
     def log_step(self, row: Mapping[str, Any], step: int) -> None:
         self.run.log(wandb_payload(row), step=step)
 
+    def log_eval(self, row: Mapping[str, Any], step: int) -> None:
+        """An eval.jsonl row: its `eval/...` keys as they are."""
+        self.run.log(wandb_payload(row, prefix=""), step=step)
+
     def finish(self, exit_code: int = 0) -> None:
         self.run.finish(exit_code=exit_code)
 
@@ -98,6 +102,9 @@ class NullSink:
     """What a run without `[logging] wandb_project` logs to."""
 
     def log_step(self, row: Mapping[str, Any], step: int) -> None:
+        return None
+
+    def log_eval(self, row: Mapping[str, Any], step: int) -> None:
         return None
 
     def finish(self, exit_code: int = 0) -> None:

@@ -9,12 +9,11 @@ random initialisation).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from pathlib import Path
 
 from retrain.backends.protocol import Tokenizer
 from retrain.config.schema import TrainConfig
+from retrain.io.json import numbered_rows
 from retrain.types import Datum, Example
 
 
@@ -33,13 +32,7 @@ def load_sft_examples(path: str) -> list[Example]:
     """SFT rows from JSONL: {prompt, completion}, {messages: [...]} (last assistant turn is the
     target) or {text} (no prompt)."""
     out = []
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            raise ValueError(f"{path}:{n}: not JSON ({exc})") from None
+    for n, row in numbered_rows(path):
         if "prompt" in row and "completion" in row:
             out.append(Example(prompt=str(row["prompt"]), reference="", completion=str(row["completion"])))
         elif isinstance(row.get("messages"), list) and row["messages"]:

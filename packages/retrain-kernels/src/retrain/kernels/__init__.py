@@ -20,6 +20,7 @@ _EXPORTS = {
     "set_kernel_mode": "accelerators",
     "kernel_mode": "accelerators",
     "kernel_metrics": "accelerators",
+    "unrecorded": "accelerators",
 }
 
 __all__ = [
@@ -34,10 +35,16 @@ __all__ = [
     "selected_logprobs",
     "set_kernel_mode",
     "unpatch_peft_lora",
+    "unrecorded",
 ]
 
 if TYPE_CHECKING:
-    from retrain.kernels.accelerators import kernel_metrics, kernel_mode, set_kernel_mode
+    from retrain.kernels.accelerators import (
+        kernel_metrics,
+        kernel_mode,
+        set_kernel_mode,
+        unrecorded,
+    )
     from retrain.kernels.logprobs import LoRAHead, reference_selected_logprobs, selected_logprobs
     from retrain.kernels.lora import (
         lm_head_operands,

@@ -143,6 +143,18 @@ def kernel_metrics(*, reset: bool = False) -> dict[str, str | int]:
     return out
 
 
+@contextmanager
+def unrecorded() -> Iterator[None]:
+    """Calls made inside are not counted: the record is restored on exit (evaluation sampling
+    must not show up in a training step's metrics row)."""
+    saved = {op: Counter(counts) for op, counts in _calls.items()}
+    try:
+        yield
+    finally:
+        for op, counts in saved.items():
+            _calls[op] = counts
+
+
 def reset_kernel_metrics() -> None:
     for counts in _calls.values():
         counts.clear()

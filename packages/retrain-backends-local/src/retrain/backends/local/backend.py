@@ -14,8 +14,10 @@ import torch
 
 from retrain.backends.local.batch import Batch, collate, micro_batches
 from retrain.backends.local.checkpointing import (
+    load_weights,
     read_checkpoint,
     save_weights,
+    weights_folder,
     write_checkpoint,
     write_dir_atomic,
 )
@@ -28,6 +30,7 @@ from retrain.backends.local.server import ServerLink, request_seeds
 from retrain.backends.local.sync import MergedSampler
 from retrain.backends.local.tokenizer import HFTokenizer
 from retrain.config.schema import TrainConfig
+from retrain.errors import UserError
 from retrain.inference_engine.pytorch.sample import SampleStats, generate
 from retrain.models.load import ModelSpec, load_model, load_tokenizer
 from retrain.models.tiny import is_tiny
@@ -108,10 +111,24 @@ class LocalBackend:
 
     def sample(self, prompts: Sequence[Sequence[int]], num_samples: int,
                params: SamplingParams) -> list[list[Completion]]:
+        """A seeded call (evaluation) draws from its own generator and counts into throwaway
+        stats with kernel calls unrecorded, so the training stream and the step's counters
+        are untouched. On an inference server a seeded call seeds its requests from its seed."""
         if self.server is not None:
             if params.want_entropy:
                 raise RuntimeError("an inference server returns no token entropies (want_entropy)")
-            return self.server.sample(prompts, num_samples, params, request_seeds(self.seed, params.seed, len(prompts)))
+            batch = params.seed if params.seed is not None else params.batch_id
+            return self.server.sample(prompts, num_samples, params, request_seeds(self.seed, batch, len(prompts)))
+        if params.seed is None:
+            return self._generate(prompts, num_samples, params, self.sample_generator, self.sample_stats)
+        from retrain.kernels import unrecorded
+
+        generator = torch.Generator(device=self.device).manual_seed(params.seed)
+        with unrecorded():
+            return self._generate(prompts, num_samples, params, generator, SampleStats())
+
+    def _generate(self, prompts: Sequence[Sequence[int]], num_samples: int, params: SamplingParams,
+                  generator: torch.Generator, stats: SampleStats) -> list[list[Completion]]:
         model = self.model
         if self.sampler is not None:
             self.sampler.refresh()
@@ -121,8 +138,7 @@ class LocalBackend:
         try:
             with self._autocast():
                 return generate(model, prompts, num_samples, params, self.tokenizer.eos_token_ids,
-                                self.tokenizer.pad_token_id, self.sample_generator, use_cache=self.use_cache,
-                                stats=self.sample_stats)
+                                self.tokenizer.pad_token_id, generator, use_cache=self.use_cache, stats=stats)
         finally:
             if self.toggle_eval:
                 self.model.train()
@@ -253,6 +269,16 @@ class LocalBackend:
             self.stale = True
             if not self.server.restore_from(Path(path)):
                 self.checkpoint("resume")
+
+    def load_adapter(self, path: str) -> None:
+        """Trained weights alone (a `save_adapter` folder or a checkpoint's), for evaluation:
+        the optimizer and the RNG streams are left as they are."""
+        folder = weights_folder(Path(path), lora=self.lora)
+        adapter = (folder / "adapter_model.safetensors").is_file()
+        if adapter != self.lora or not any(folder.glob("*.safetensors")):
+            kind = "a LoRA adapter" if self.lora else "full model weights (train_full_model = true)"
+            raise UserError(f"{path} does not hold {kind}, which this config trains")
+        load_weights(self.model, folder, lora=self.lora)
 
     def save_adapter(self, path: str) -> str:
         return str(write_dir_atomic(path, lambda tmp: save_weights(self.model, tmp, lora=self.lora)))

@@ -90,6 +90,12 @@ def write_dir_atomic(path: str | Path, fill: Callable[[Path], None]) -> Path:
     return target
 
 
+def weights_folder(folder: Path, *, lora: bool) -> Path:
+    """Where a checkpoint or adapter folder keeps its weights (0.1.0 nested them)."""
+    legacy = folder / LEGACY_WEIGHTS[lora]
+    return legacy if legacy.is_dir() else folder
+
+
 def write_checkpoint(path: str | Path, *, model: Any, lora: bool, optimizer: torch.optim.Optimizer,
                      rng: dict[str, Any], meta: dict[str, Any], extra: Callable[[Path], None] | None = None) -> Path:
     """`extra(tmp)` adds files of its own before the directory is renamed into place."""
@@ -113,8 +119,7 @@ def read_checkpoint(path: str | Path, *, model: Any, lora: bool,
     if bool(meta.get("lora")) != lora:
         kind = "a LoRA adapter" if meta.get("lora") else "full model weights"
         raise RuntimeError(f"checkpoint {folder} holds {kind}, which this run does not train")
-    legacy = folder / LEGACY_WEIGHTS[lora]
-    load_weights(model, legacy if legacy.is_dir() else folder, lora=lora)
+    load_weights(model, weights_folder(folder, lora=lora), lora=lora)
     optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
     rng = torch.load(folder / "rng.pt", weights_only=False)
     return rng, meta

@@ -26,6 +26,8 @@ ALIASES = {
     "sglang": "inference",
     "exporter": "status",
     "prometheus": "status",
+    "evaluation": "eval",
+    "pass@k": "eval",
 }
 
 
@@ -86,6 +88,7 @@ def keys_block() -> str:
             section = spec.section
             lines.append(f"  [{section}]")
         default = "{}" if spec.is_mapping and not spec.default else repr(spec.default)
+        default = "unset" if spec.default is None else default
         doc = not_built_doc(spec.dotted).replace("**Not built yet:** ", "").replace("`", "").rstrip(".")
         marker = f"  [not built yet: {doc}]" if doc else ""
         lines.append(f"    {spec.key:<36} {spec.type_name():<10} default {default}{marker}")

@@ -48,6 +48,12 @@ RUN_GAUGES: tuple[tuple[str, str, Callable[[RunSummary], float | int | None]], .
      lambda r: r.wall_time_s),
     ("run_last_step_timestamp_seconds", "Unix time of the last metrics.jsonl write.", lambda r: r.last_update),
     ("run_pid_alive", "1 when the run's process is alive, 0 when gone (absent without a pid).", _alive),
+    ("run_eval_step", "RL steps done when the latest held-out evaluation ran.", lambda r: r.eval_step),
+    ("run_eval_pass_at_1", "Held-out pass@1 of the latest evaluation.", lambda r: r.eval_pass_at_1),
+    ("run_eval_pass_at_k", "Held-out pass@k of the latest evaluation (k: retrain_run_eval_k).",
+     lambda r: r.eval_pass_at_k),
+    ("run_eval_k", "Samples per problem of the latest evaluation.", lambda r: r.eval_k),
+    ("run_eval_mean_reward", "Mean reward over the samples of the latest evaluation.", lambda r: r.eval_mean_reward),
 )
 
 

@@ -2,9 +2,9 @@
 
 `validate(config)` returns the normalised config (canonical uncertainty kind, backend options
 filled with defaults), the errors and the warnings. Passes: built (keys, values and options
-that nothing reads yet are refused), bounds (single fields and cross-field rules), modes
-(algorithm selectors), runtime (backend, environment, devices), plugins (dotted paths import),
-warnings.
+that nothing reads yet are refused), bounds (single fields and cross-field rules), evaluation
+(`[eval]`), modes (algorithm selectors), runtime (backend, environment, devices), plugins
+(dotted paths import), warnings.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from retrain.config.errors import ConfigIssue
 from retrain.config.schema import TrainConfig
 from retrain.config.validate.bounds import check_bounds
 from retrain.config.validate.built import check_built, drop_superseded
+from retrain.config.validate.evaluation import check_eval
 from retrain.config.validate.mode import check_modes
 from retrain.config.validate.plugins import check_plugins
 from retrain.config.validate.runtime import check_runtime
@@ -25,6 +26,7 @@ def validate(
     refusals, option_warnings = check_built(config)
     errors: list[ConfigIssue] = []
     errors += check_bounds(config)
+    errors += check_eval(config)
     config, mode_issues = check_modes(config)
     errors += mode_issues
     config, runtime_issues = check_runtime(config)

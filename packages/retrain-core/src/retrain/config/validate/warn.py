@@ -20,6 +20,9 @@ def collect_warnings(c: TrainConfig) -> list[ConfigIssue]:
         out.append(ConfigIssue(msg, key="[training] save_every"))
     if t.weight_decay < 0:
         out.append(ConfigIssue(f"{t.weight_decay} is negative", key="[training] weight_decay"))
+    if c.eval.k > 1 and c.eval.temperature == 0:
+        out.append(ConfigIssue(f"k = {c.eval.k} samples at temperature 0 are identical (greedy)",
+                               key="[eval] temperature"))
     if t.clip_eps > 0 and b.backend not in ("local", "unsloth", "tinker"):
         out.append(ConfigIssue(f"backend {b.backend!r} may ignore PPO clipping", key="[training] clip_eps"))
     d = c.data

@@ -1,0 +1,106 @@
+"""One evaluation: sample k completions per problem from the policy, score them with the
+run's reward, and reduce them to an `EvalRow` (and one `ProblemResult` per problem).
+
+A sample passes when its reward is at least `pass_threshold`. Per problem, with c of the k
+samples passing: pass@1 = c/k, pass@k by the unbiased estimator (with n = k samples it is 1
+when any passed), maj@k by majority vote over the answers the reward extracts (a reward
+exposes them with `extract_answer(response) -> str`; the boxed rewards do). The row holds
+the means over problems.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import msgspec
+
+from retrain.backends.protocol import Tokenizer
+from retrain.evaluation.estimators import majority_passes, pass_at_k
+from retrain.evaluation.row import EvalRow, ProblemResult
+from retrain.types import Completion, Example, SamplingParams
+
+
+class PolicySampler(Protocol):
+    """What evaluation needs of a backend: its tokenizer and seeded sampling."""
+
+    tokenizer: Tokenizer
+
+    def sample(self, prompts: Sequence[Sequence[int]], num_samples: int,
+               params: SamplingParams) -> list[list[Completion]]: ...
+
+
+@dataclass(frozen=True)
+class Problem:
+    id: int | str
+    example: Example
+    prompt_ids: list[int]
+
+
+def encode_problems(examples: Sequence[Example], tokenizer: Tokenizer) -> list[Problem]:
+    """Each example with its prompt tokens and an id (its own, else its index)."""
+    return [Problem(ex.example_id if ex.example_id is not None else i, ex, tokenizer.encode_prompt(ex.prompt))
+            for i, ex in enumerate(examples)]
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    row: EvalRow
+    problems: list[ProblemResult]
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def evaluate(sampler: PolicySampler, problems: Sequence[Problem], reward: Any, k: int, *,
+             params: SamplingParams, pass_threshold: float = 1.0, step: int = 0, per_call: int = 64,
+             progress: Callable[[int], None] | None = None) -> Evaluation:
+    """`reward` scores batches (`score_batch(responses, references)`, as the run's reward
+    does); `params.seed` must be set, and call i samples with `params.seed + i`;
+    `progress(problems_done)` is called after each call."""
+    if params.seed is None:
+        raise ValueError("evaluation samples from its own stream: params.seed must be set")
+    t0 = time.perf_counter()
+    extract = getattr(reward, "extract_answer", None)
+    tok = sampler.tokenizer
+    results: list[ProblemResult] = []
+    pass1: list[float] = []
+    passk: list[float] = []
+    majk: list[float] = []
+    tokens = truncated = 0
+    rewards_all: list[float] = []
+    for call, start in enumerate(range(0, len(problems), per_call)):
+        chunk = problems[start:start + per_call]
+        seeded = msgspec.structs.replace(params, seed=params.seed + call)
+        groups = sampler.sample([p.prompt_ids for p in chunk], k, seeded)
+        texts = [[tok.decode(c.token_ids) for c in group] for group in groups]
+        scored = reward.score_batch([t for group in texts for t in group],
+                                    [p.example.reference for p in chunk for _ in range(k)])
+        scores = [float(s) for s in scored.scores]
+        for i, (problem, group, group_texts) in enumerate(zip(chunk, groups, texts, strict=True)):
+            rewards = scores[i * k:(i + 1) * k]
+            passed = [r >= pass_threshold for r in rewards]
+            c = sum(passed)
+            pass1.append(c / k)
+            passk.append(pass_at_k(k, c, k))
+            if callable(extract):
+                majk.append(float(majority_passes([str(extract(t) or "") for t in group_texts], passed)))
+            tokens += sum(len(x.token_ids) for x in group)
+            truncated += sum(x.finish_reason == "length" for x in group)
+            rewards_all += rewards
+            shown = next((j for j, p in enumerate(passed) if p), 0)
+            results.append(ProblemResult(id=problem.id, prompt=problem.example.prompt,
+                                         reference=problem.example.reference, rewards=rewards, passed=c,
+                                         sample=group_texts[shown]))
+        if progress is not None:
+            progress(len(results))
+    samples = len(rewards_all)
+    row = EvalRow(step=step, k=k, examples=len(results), mean_reward=_mean(rewards_all), pass_at_1=_mean(pass1),
+                  pass_at_k=_mean(passk), maj_at_k=_mean(majk) if callable(extract) else None,
+                  mean_tokens=tokens / samples if samples else 0.0,
+                  truncated_share=truncated / samples if samples else 0.0,
+                  wall_s=round(time.perf_counter() - t0, 6))
+    return Evaluation(row, results)
