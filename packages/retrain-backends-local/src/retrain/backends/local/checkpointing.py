@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from retrain.io.atomic import fsync_dir
+from retrain.models.quiet import no_progress_bars
 
 WEIGHTS_ADAPTER = "adapter"
 WEIGHTS_FULL = "model"
@@ -33,10 +34,11 @@ def _fsync_tree(root: Path) -> None:
 
 def save_weights(model: Any, folder: Path, *, lora: bool) -> None:
     """A LoRA adapter (loadable with peft.PeftModel.from_pretrained) or the full model."""
-    if lora:
-        model.save_pretrained(str(folder))
-    else:
-        model.save_pretrained(str(folder), safe_serialization=True)
+    with no_progress_bars():
+        if lora:
+            model.save_pretrained(str(folder))
+        else:
+            model.save_pretrained(str(folder), safe_serialization=True)
 
 
 def load_weights(model: Any, folder: Path, *, lora: bool) -> None:
