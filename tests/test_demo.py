@@ -29,5 +29,5 @@ def test_demo_learns(tmp_path: Path) -> None:
     first = sum(r["mean_reward"] for r in rows[:10]) / 10
     last = sum(r["mean_reward"] for r in rows[-10:]) / 10
     assert last - first >= 0.3, (first, last)
-    assert "mean reward, first 10 RL steps" in proc.stderr and "mean reward, last 10 RL steps" in proc.stderr
+    assert "mean reward, first 10 RL steps" in proc.stdout and "mean reward, last 10 RL steps" in proc.stdout
     assert (tmp_path / "adapters" / "demo" / "final" / "model.safetensors").exists()

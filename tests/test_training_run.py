@@ -85,7 +85,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     root = tmp_path_factory.mktemp("uninterrupted")
     res = retrain(write_run(root))
     assert res.returncode == 0, res.stderr
-    return {"root": root, "stderr": res.stderr, **outputs(root)}
+    return {"root": root, "stdout": res.stdout, **outputs(root)}
 
 
 def test_run_writes_the_run_directory(reference: dict[str, object]) -> None:
@@ -107,7 +107,7 @@ def test_run_writes_the_run_directory(reference: dict[str, object]) -> None:
     assert meta["versions"]["retrain-core"]
     assert not (logs / "run.pid").exists()
     assert (root / "adapters" / "checkpoint_step_2" / "optimizer.pt").exists()
-    assert "Training complete" in str(reference["stderr"])
+    assert "Training complete" in str(reference["stdout"])
 
 
 def test_rerun_refuses_to_overwrite(reference: dict[str, object]) -> None:

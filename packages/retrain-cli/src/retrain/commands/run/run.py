@@ -31,7 +31,7 @@ def run(args: list[str]) -> None:
 
 def train(config: object, config_path: str) -> None:
     from retrain.backends.create import BackendUnavailable
-    from retrain.commands.run.progress import make_reporter
+    from retrain.commands.run.progress import open_reporter
     from retrain.data.source import DataError
     from retrain.plugins.resolve import PluginError
     from retrain.rewards.types import RewardUnavailable
@@ -42,7 +42,8 @@ def train(config: object, config_path: str) -> None:
     from retrain.training.wandb import WandbMissing
 
     try:
-        run_training(config, make_reporter(), config_path=config_path)  # type: ignore[arg-type]
+        with open_reporter() as reporter:
+            run_training(config, reporter, config_path=config_path)  # type: ignore[arg-type]
     except (BackendUnavailable, DataError, RewardUnavailable, RunDirError, StateError, PluginError,
             FlowError, WandbMissing) as exc:
         raise UsageError(str(exc)) from None

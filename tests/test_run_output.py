@@ -1,0 +1,104 @@
+"""What a user sees from `retrain CONFIG`: retrain's own lines and nothing from the libraries
+underneath (torch's log records on import, transformers' bars at each save), through a pipe
+(plain step lines on stdout, nothing on stderr) and on a terminal (a live bar)."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+THIRD_PARTY = [
+    re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d"),  # torch's (glog-style) log records
+    re.compile(r"\w+Warning: "),  # Python warnings
+    re.compile(r"(it/s|s/it)\]"),  # tqdm bars
+    re.compile(r"Writing model shards|Loading (weights|checkpoint shards)"),
+]
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def write_config(root: Path, *, full_model: bool) -> Path:
+    cfg = root / "run.toml"
+    cfg.write_text(f"""
+[model]
+model = "tiny"
+lora_rank = 4
+[backend]
+devices = "cpu"
+adapter_path = "adapters"
+[backend.options]
+train_full_model = {str(full_model).lower()}
+[algorithm]
+advantage_mode = "maxrl"
+transform_mode = "none"
+[training]
+seed = 0
+max_steps = 4
+batch_size = 4
+group_size = 4
+max_tokens = 8
+sft_warmup_steps = 2
+save_every = 2
+[data]
+source = "arithmetic"
+[logging]
+log_dir = "logs"
+""")
+    return cfg
+
+
+def third_party_lines(text: str) -> list[str]:
+    lines = re.split(r"[\r\n]+", ANSI.sub("", text))
+    return [line for line in lines if any(p.search(line) for p in THIRD_PARTY)]
+
+
+def test_piped_run_prints_retrains_lines_only(tmp_path: Path) -> None:
+    """The demo's path: full-model weights, written by transformers at every checkpoint."""
+    cfg = write_config(tmp_path, full_model=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "retrain.cli", str(cfg)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "adapters" / "checkpoint_step_2").is_dir()
+    assert proc.stderr == ""
+    assert third_party_lines(proc.stdout) == []
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("retrain: condition=maxrl+none")
+    assert [line.split(" [")[0] for line in lines if line.startswith("step ")] == ["step 0", "step 3"]
+    assert "Training complete: maxrl+none, 4 RL steps" in proc.stdout
+    assert "\x1b[" not in proc.stdout and "━" not in proc.stdout
+
+
+def test_terminal_run_draws_a_progress_bar(tmp_path: Path) -> None:
+    """LoRA (peft imported too) on a pseudo-terminal: stdout and stderr both land on it."""
+    cfg = write_config(tmp_path, full_model=False)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TERM": "xterm-256color", "COLUMNS": "120"}
+    main, child = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "retrain.cli", str(cfg)], cwd=tmp_path, env=env,
+                            stdin=subprocess.DEVNULL, stdout=child, stderr=child)
+    os.close(child)
+    chunks = []
+    while True:
+        try:
+            data = os.read(main, 65536)
+        except OSError:  # EIO: every writer closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(main)
+    assert proc.wait(timeout=600) == 0
+    screen = b"".join(chunks).decode("utf-8", "replace")
+    assert third_party_lines(screen) == []
+    plain = ANSI.sub("", screen)
+    assert "━" in plain and re.search(r"RL .*4/4 reward \d\.\d{3}", plain), plain[-2000:]
+    assert "warmup" in plain and "2/2" in plain and "eta" in plain
+    assert "step 3 [maxrl+none]" in plain
+    assert "Training complete: maxrl+none, 4 RL steps" in plain
