@@ -7,12 +7,14 @@ from __future__ import annotations
 import os
 import pty
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 THIRD_PARTY = [
@@ -24,34 +26,12 @@ THIRD_PARTY = [
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-def write_config(root: Path, *, full_model: bool) -> Path:
-    cfg = root / "run.toml"
-    cfg.write_text(f"""
-[model]
-model = "tiny"
-lora_rank = 4
-[backend]
-devices = "cpu"
-adapter_path = "adapters"
-[backend.options]
-train_full_model = {str(full_model).lower()}
-[algorithm]
-advantage_mode = "maxrl"
-transform_mode = "none"
-[training]
-seed = 0
-max_steps = 4
-batch_size = 4
-group_size = 4
-max_tokens = 8
-sft_warmup_steps = 2
-save_every = 2
-[data]
-source = "arithmetic"
-[logging]
-log_dir = "logs"
-""")
-    return cfg
+def demo_args(root: Path, *extra: str) -> list[str]:
+    """The demo's config as a user runs it, cut to a few steps with a checkpoint every 2."""
+    shutil.copy(REPO / "retrain.toml", root / "retrain.toml")
+    return [sys.executable, "-m", "retrain.cli", "--max-steps", "4", "--batch-size", "4", "--group-size", "4",
+            "--sft-warmup-steps", "2", "--sft-batch-size", "4", "--save-every", "2", "--log-dir", "logs",
+            "--adapter-path", "adapters", *extra]
 
 
 def third_party_lines(text: str) -> list[str]:
@@ -61,9 +41,8 @@ def third_party_lines(text: str) -> list[str]:
 
 def test_piped_run_prints_retrains_lines_only(tmp_path: Path) -> None:
     """The demo's path: full-model weights, written by transformers at every checkpoint."""
-    cfg = write_config(tmp_path, full_model=True)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "retrain.cli", str(cfg)], cwd=tmp_path, env=env,
+    proc = subprocess.run(demo_args(tmp_path), cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "adapters" / "checkpoint_step_2").is_dir()
@@ -78,10 +57,9 @@ def test_piped_run_prints_retrains_lines_only(tmp_path: Path) -> None:
 
 def test_terminal_run_draws_a_progress_bar(tmp_path: Path) -> None:
     """LoRA (peft imported too) on a pseudo-terminal: stdout and stderr both land on it."""
-    cfg = write_config(tmp_path, full_model=False)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TERM": "xterm-256color", "COLUMNS": "120"}
     main, child = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "retrain.cli", str(cfg)], cwd=tmp_path, env=env,
+    proc = subprocess.Popen(demo_args(tmp_path, "--backend-opt", "train_full_model=false"), cwd=tmp_path, env=env,
                             stdin=subprocess.DEVNULL, stdout=child, stderr=child)
     os.close(child)
     chunks = []

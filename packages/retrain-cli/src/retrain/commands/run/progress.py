@@ -38,7 +38,7 @@ class RichReporter:
         self.progress = Progress(
             TextColumn("[bold]{task.description:>6}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[stats]}", markup=False), TextColumn("eta"), TimeRemainingColumn(),
-            console=console)
+            console=console, refresh_per_second=4)
         self._tasks: dict[str, TaskID] = {}
 
     def _advance(self, phase: str, step: int, total: int, stats: str) -> None:
