@@ -21,7 +21,7 @@ THIRD_PARTY = [
     re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d"),  # torch's (glog-style) log records
     re.compile(r"\w+Warning: "),  # Python warnings
     re.compile(r"(it/s|s/it)\]"),  # tqdm bars
-    re.compile(r"Writing model shards|Loading (weights|checkpoint shards)"),
+    re.compile(r"Writing model shards"),
 ]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from retrain.models.quiet import import_model_classes, no_progress_bars
+from retrain.models.quiet import import_model_classes
 from retrain.models.tiny import ASSETS, is_tiny
 
 
@@ -46,7 +46,7 @@ def load_model(spec: ModelSpec, *, seed: int, dtype: torch.dtype = torch.float32
             torch.manual_seed(seed)
             model = AutoModelForCausalLM.from_config(config, dtype=dtype)
         return model
-    with no_progress_bars():
-        return AutoModelForCausalLM.from_pretrained(spec.name, revision=spec.revision or None,
-                                                    local_files_only=spec.local_files_only,
-                                                    trust_remote_code=spec.trust_remote_code, dtype=dtype)
+    # the hub's download and loading bars stay: a real checkpoint can take minutes to arrive
+    return AutoModelForCausalLM.from_pretrained(spec.name, revision=spec.revision or None,
+                                                local_files_only=spec.local_files_only,
+                                                trust_remote_code=spec.trust_remote_code, dtype=dtype)

@@ -4,9 +4,10 @@
   installed; torchao registers two enums as pytree constants, and torch logs a deprecation
   warning for each through the `torch.utils._pytree` logger. The warning is addressed to
   torchao's authors. Only those two records are dropped, only during that import.
-- `save_pretrained` and `from_pretrained` draw tqdm bars ("Writing model shards", "Loading
-  weights") that would interleave with the run's own progress. Bars are switched off around
-  those calls and switched back on after, so code around retrain keeps its own settings.
+- `save_pretrained` draws a "Writing model shards" tqdm bar at every checkpoint, through the
+  run's own progress. Bars are switched off around the call and back on after, so code around
+  retrain keeps its own settings. Loading a hub checkpoint keeps its bars: the download can
+  take minutes, and it happens once, before training starts.
 """
 
 from __future__ import annotations
