@@ -27,10 +27,6 @@ def step_line(step: int, row: Mapping[str, Any]) -> str:
             f"time={row.get('step_time_s', 0.0):.2f}s")
 
 
-def warmup_line(step: int, total: int, row: Mapping[str, Any]) -> str:
-    return f"warmup {step + 1}/{total} loss={row.get('loss', 0.0):.4f}"
-
-
 def summary_lines(summary: Mapping[str, Any]) -> list[str]:
     lines = [f"Training complete: {summary.get('condition', '')}, {summary.get('steps', 0)} RL steps "
              f"in {summary.get('elapsed_s', 0.0):.1f}s"]
@@ -57,7 +53,7 @@ class PlainReporter:
 
     def warmup(self, step: int, total: int, row: Mapping[str, Any]) -> None:
         if step % self.every == 0 or step == total - 1:
-            self._print(warmup_line(step, total, row))
+            self._print(f"warmup {step + 1}/{total} loss={row.get('loss', 0.0):.4f}")
 
     def step(self, step: int, total: int, row: Mapping[str, Any]) -> None:
         if step % self.every == 0 or step == total - 1:
