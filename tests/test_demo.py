@@ -30,10 +30,10 @@ def test_demo_learns(tmp_path: Path) -> None:
     first = sum(r["mean_reward"] for r in rows[:10]) / 10
     last = sum(r["mean_reward"] for r in rows[-10:]) / 10
     assert last - first >= 0.3, (first, last)
-    assert "mean reward, first 10 RL steps" in proc.stderr and "mean reward, last 10 RL steps" in proc.stderr
+    assert "mean reward, first 10 RL steps" in proc.stdout and "mean reward, last 10 RL steps" in proc.stdout
     # held-out sums before RL and after it, in eval.jsonl and in the closing summary
     evals = read_jsonl(tmp_path / "logs" / "demo" / "eval.jsonl")
     assert [r["step"] for r in evals] == [0, 400] and all(0 <= r["eval/pass@1"] <= r["eval/pass@8"] <= 1 for r in evals)
-    assert "held-out (16 problems), after 0 RL steps" in proc.stderr
-    assert "held-out (16 problems), after 400 RL steps" in proc.stderr
+    assert "held-out (16 problems), after 0 RL steps" in proc.stdout
+    assert "held-out (16 problems), after 400 RL steps" in proc.stdout
     assert (tmp_path / "adapters" / "demo" / "final" / "model.safetensors").exists()

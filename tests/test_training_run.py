@@ -98,7 +98,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     root = tmp_path_factory.mktemp("uninterrupted")
     res = retrain(write_run(root))
     assert res.returncode == 0, res.stderr
-    return {"root": root, "stderr": res.stderr, **outputs(root)}
+    return {"root": root, "stdout": res.stdout, **outputs(root)}
 
 
 def test_run_writes_the_run_directory(reference: dict[str, object]) -> None:
@@ -121,7 +121,7 @@ def test_run_writes_the_run_directory(reference: dict[str, object]) -> None:
     assert not (logs / "run.pid").exists()
     assert (root / "adapters" / "checkpoint_step_2" / "optimizer.pt").exists()
     assert (logs / "latest_sampler_path.txt").read_text() == f"{root / 'adapters' / 'final'}\n"
-    assert "Training complete" in str(reference["stderr"])
+    assert "Training complete" in str(reference["stdout"])
 
 
 def test_run_evaluates_held_out_problems(reference: dict[str, object]) -> None:
@@ -136,7 +136,7 @@ def test_run_evaluates_held_out_problems(reference: dict[str, object]) -> None:
     assert len(problems) == rows[-1]["eval/examples"] and all(len(p["rewards"]) == 8 for p in problems)
     train = {r["prompt"] for r in read_jsonl(logs / "emergence" / "generations.jsonl")}
     assert train.isdisjoint(p["prompt"] for p in problems)
-    assert "held-out" in str(reference["stderr"]) and "evaluation time" in str(reference["stderr"])
+    assert "held-out" in str(reference["stdout"]) and "evaluation time" in str(reference["stdout"])
 
 
 def test_evaluation_does_not_change_training(reference: dict[str, object], tmp_path: Path) -> None:
@@ -212,8 +212,8 @@ def test_sigkill_then_resume_is_bit_identical(reference: dict[str, object], tmp_
         assert got[key] == reference[key], key
     assert got["adapter"] == reference["adapter"]
     # the end-of-run summary covers the whole run, not only the steps after the resume
-    summary = [line for line in str(reference["stderr"]).splitlines() if "mean reward" in line]
-    assert summary and summary == [line for line in resumed.stderr.splitlines() if "mean reward" in line]
+    summary = [line for line in str(reference["stdout"]).splitlines() if "mean reward" in line]
+    assert summary and summary == [line for line in resumed.stdout.splitlines() if "mean reward" in line]
 
 
 def test_wandb_offline_logging(tmp_path: Path) -> None:

@@ -1,20 +1,28 @@
 """The `retrain` command.
 
 `retrain [CONFIG] [--flag value ...]` runs a config (./retrain.toml by default); every other
-verb is a subcommand. Command modules are imported only when their verb runs, so `--help`
-and the non-training commands never import torch (a test asserts it) and start fast.
+verb is a subcommand. Command modules (and `retrain.commands.errors`) are imported only when
+their verb runs, so `--help` loads typer and this file alone, and the non-training commands
+never import torch (tests assert both).
+
+No `from __future__ import annotations` here: typer reads every command's signature at each
+start, and string annotations would make it compile and eval each `Annotated[...]` twice per
+command, about two thirds of `--help`'s time after importing typer.
 """
 
-from __future__ import annotations
-
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from retrain.commands.errors import guarded
-
 RUN_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+
+
+def guarded(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    from retrain.commands.errors import guarded as run_guarded
+
+    return run_guarded(fn, *args, **kwargs)
 
 
 class DefaultRunGroup(TyperGroup):

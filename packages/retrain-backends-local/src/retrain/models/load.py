@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from retrain.models.quiet import import_model_classes
 from retrain.models.tiny import ASSETS, is_tiny
 
 
@@ -33,6 +34,7 @@ def load_tokenizer(spec: ModelSpec) -> Any:
 def load_model(spec: ModelSpec, *, seed: int, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     """The model in eval-free default state on the CPU. `tiny` is initialised from `seed` with
     a private generator state, so loading it never disturbs the caller's RNG streams."""
+    import_model_classes()
     from transformers import AutoConfig, AutoModelForCausalLM
 
     if is_tiny(spec.name):
@@ -44,6 +46,7 @@ def load_model(spec: ModelSpec, *, seed: int, dtype: torch.dtype = torch.float32
             torch.manual_seed(seed)
             model = AutoModelForCausalLM.from_config(config, dtype=dtype)
         return model
+    # the hub's download and loading bars stay: a real checkpoint can take minutes to arrive
     return AutoModelForCausalLM.from_pretrained(spec.name, revision=spec.revision or None,
                                                 local_files_only=spec.local_files_only,
                                                 trust_remote_code=spec.trust_remote_code, dtype=dtype)

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from retrain.io.atomic import fsync_dir
+from retrain.models.quiet import no_progress_bars
 
 #: where 0.1.0 checkpoints kept their weights
 LEGACY_WEIGHTS = {True: "adapter", False: "model"}
@@ -39,10 +40,11 @@ def _fsync_tree(root: Path) -> None:
 
 def save_weights(model: Any, folder: Path, *, lora: bool) -> None:
     """A LoRA adapter (loadable with peft.PeftModel.from_pretrained) or the full model."""
-    if lora:
-        model.save_pretrained(str(folder))
-    else:
-        model.save_pretrained(str(folder), safe_serialization=True)
+    with no_progress_bars():
+        if lora:
+            model.save_pretrained(str(folder))
+        else:
+            model.save_pretrained(str(folder), safe_serialization=True)
 
 
 def load_weights(model: Any, folder: Path, *, lora: bool) -> None:

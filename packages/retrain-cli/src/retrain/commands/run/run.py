@@ -27,11 +27,12 @@ def run(args: list[str]) -> None:
 
 
 def train(config: object, config_path: str) -> None:
-    from retrain.commands.run.progress import make_reporter
+    from retrain.commands.run.progress import open_reporter
     from retrain.training.trainer import train as run_training
 
     try:
-        run_training(config, make_reporter(), config_path=config_path)  # type: ignore[arg-type]
+        with open_reporter() as reporter:
+            run_training(config, reporter, config_path=config_path)  # type: ignore[arg-type]
     except (UserError, KeyboardInterrupt, CommandFailed):
         raise
     except Exception as exc:

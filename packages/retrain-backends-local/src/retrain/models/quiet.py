@@ -1,0 +1,67 @@
+"""Third-party output a retrain user should not see, silenced where it arises and nowhere else.
+
+- Importing transformers' model classes (peft imports them too) imports torchao when it is
+  installed; torchao registers two enums as pytree constants, and torch logs a deprecation
+  warning for each through the `torch.utils._pytree` logger. The warning is addressed to
+  torchao's authors. Only those two records are dropped, only during that import.
+- `save_pretrained` draws a "Writing model shards" tqdm bar at every checkpoint, through the
+  run's own progress. Bars are switched off around the call and back on after, so code around
+  retrain keeps its own settings. Loading a hub checkpoint keeps its bars: the download can
+  take minutes, and it happens once, before training starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+ENUM_REGISTRATION = "is an Enum subclass and is now natively supported"
+
+
+class _DropMessage(logging.Filter):
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.text not in record.getMessage()
+
+
+@contextmanager
+def dropped_log_records(logger: str, text: str) -> Iterator[None]:
+    """Records of `logger` whose message contains `text` are dropped inside the block."""
+    log = logging.getLogger(logger)
+    drop = _DropMessage(text)
+    log.addFilter(drop)
+    try:
+        yield
+    finally:
+        log.removeFilter(drop)
+
+
+def import_model_classes() -> None:
+    """Import transformers' model classes (and torchao through them) without torch's enum
+    registration warnings. Idempotent: later imports, peft's included, find them loaded."""
+    with dropped_log_records("torch.utils._pytree", ENUM_REGISTRATION):
+        import transformers.modeling_utils  # noqa: F401
+
+
+@contextmanager
+def no_progress_bars() -> Iterator[None]:
+    """transformers' (and huggingface_hub's) tqdm bars off inside the block, restored after."""
+    from transformers.utils import logging as hf_logging
+
+    if not hf_logging.is_progress_bar_enabled():
+        yield
+        return
+    with warnings.catch_warnings():
+        # huggingface_hub refuses (with a warning) when HF_HUB_DISABLE_PROGRESS_BARS=0 is set;
+        # transformers' own bars are still switched off.
+        warnings.filterwarnings("ignore", message="Cannot disable progress bars", category=UserWarning)
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.enable_progress_bar()
