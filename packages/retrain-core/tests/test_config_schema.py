@@ -38,7 +38,7 @@ MAPPING_FIELDS = {"backend_options", "algorithm_params", "advantage_params", "tr
 
 
 #: Keys retrain adds beyond the reference (documented in docs/decisions.md).
-ADDED_FIELDS = {"data_path", "data_difficulty", "reward_timeout_s"}
+ADDED_FIELDS = {"data_path", "data_difficulty", "reward_timeout_s", "loss_aggregation"}
 
 
 def test_every_reference_field_plus_documented_additions() -> None:
