@@ -5,7 +5,7 @@ Both sides load one saved model and one saved LoRA adapter (random A and B, so b
 gradient), and see the same prompt and completion ids (prompts of different lengths, some
 completions ending in EOS, one group with equal rewards so its advantages are zero), the same
 advantages and the same behaviour logprobs (off-policy, so ratios differ from 1 and some clip).
-TRL runs in its own environment (scripts/peer/venv.py, cached by versions), its inputs padded
+TRL runs in its own environment (scripts/peer/trl_env.py, cached by versions), its inputs padded
 the way its generation step pads them. Without a package index the test is skipped with the
 reason; under CI (`CI` set) it fails instead. The last tests show that a changed mask or
 denominator would make the comparison fail.
@@ -13,6 +13,7 @@ denominator would make the comparison fail.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -132,10 +133,10 @@ def trl(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The case and TRL's losses and gradients on it (computed once for the module)."""
     from safetensors.torch import load_file
 
-    venv = load("venv")
+    trl_env = load("trl_env")
     try:
-        python = venv.ensure()
-    except venv.PeerUnavailable as exc:
+        python = trl_env.ensure()
+    except trl_env.PeerUnavailable as exc:
         if os.environ.get("CI"):
             pytest.fail(f"TRL environment unavailable on CI: {exc}")
         pytest.skip(f"TRL environment unavailable (no package index?): {exc}")
@@ -149,10 +150,18 @@ def trl(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"case": case, "tensors": load_file(root / "trl.st"), "trl_s": time.perf_counter() - t0}
 
 
+@functools.cache
+def cached_backend(model: str, adapter: str, aggregation: str, clip_eps: float, microbatch: int) -> Any:
+    """Backends are reused across tests: policy_gradients reads the datums, the mask and the
+    token weights afresh on every call, so the mutations below still reach it."""
+    return backend_for(Path(model), Path(adapter), aggregation, clip_eps, microbatch)
+
+
 def retrain_side(case: dict[str, Any], aggregation: str, epsilon: float, microbatch: int = 0
                  ) -> tuple[float, dict[str, torch.Tensor]]:
-    backend = backend_for(Path(case["model"]), Path(case["adapter"]), aggregation,
-                          clip_eps=0.0 if epsilon > 1 else epsilon, microbatch=microbatch)
+    backend = cached_backend(case["model"], case["adapter"], aggregation, 0.0 if epsilon > 1 else epsilon,
+                             microbatch)
+    backend.model.zero_grad(set_to_none=True)
     out = backend.policy_gradients(datums_of(case))
     grads = {n: p.grad.detach().clone() for n, p in backend.model.named_parameters()
              if p.requires_grad and p.grad is not None}

@@ -7,12 +7,16 @@ The settings are TRL's `GRPOConfig` defaults where TRL has one that changes the 
 comparison's otherwise (trl_train.py): LoRA r8 / alpha 16 / dropout 0 on every linear layer of
 the blocks, group-mean advantages without std scaling, the token-mean loss, lr 1e-3 constant,
 AdamW (0.9, 0.999, 1e-8), no weight decay, no gradient clipping, temperature 1, top_p 1.
-`--set section.key=value` (TOML literal) changes one key, for ablations.
+`--set section.key=value` (TOML literal) changes one key, for ablations. `--budget-s T` keeps
+training past `--steps` until T seconds of training have passed (at most 4 x steps), for
+comparisons at equal wall-clock; the trainer has no wall-clock stop, so the reporter ends the
+run by raising `BudgetSpent`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -62,11 +66,16 @@ def to_toml(tables: Mapping[str, Mapping[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+class BudgetSpent(Exception):
+    pass
+
+
 class StepClock:
     """Wall time at the end of each RL step, from the moment the run starts its first step
     (what TRL's `on_train_begin` / `on_step_end` measure on the other side)."""
 
-    def __init__(self) -> None:
+    def __init__(self, steps: int, budget_s: float) -> None:
+        self.steps, self.budget_s = steps, budget_s
         self.marks: list[float] = []
         self.rewards: list[float] = []
 
@@ -79,6 +88,8 @@ class StepClock:
     def step(self, step: int, total: int, row: Mapping[str, Any]) -> None:
         self.marks.append(time.perf_counter())
         self.rewards.append(float(row["mean_reward"]))
+        if len(self.rewards) >= self.steps and self.marks[-1] - self.marks[0] >= self.budget_s:
+            raise BudgetSpent
 
     def message(self, text: str) -> None:
         print(text, file=sys.stderr)
@@ -93,6 +104,7 @@ def main() -> None:
     parser.add_argument("--profile", choices=sorted(PROFILES), default="small")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--budget-s", type=float, default=0.0)
     parser.add_argument("--set", action="append", default=[], dest="sets")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -102,13 +114,15 @@ def main() -> None:
     from retrain.training.trainer import train
 
     root = Path(tempfile.mkdtemp(prefix="retrain-peer-"))
-    tables = settings(args.model, args.profile, args.seed, args.steps, root)
+    max_steps = 4 * args.steps if args.budget_s > 0 else args.steps
+    tables = settings(args.model, args.profile, args.seed, max_steps, root)
     apply_sets(tables, args.sets)
     path = root / "run.toml"
     path.write_text(to_toml(tables))
     config = load_config(str(path)).config
-    clock = StepClock()
-    train(config, clock, config_path=str(path))
+    clock = StepClock(args.steps, args.budget_s)
+    with contextlib.suppress(BudgetSpent):
+        train(config, clock, config_path=str(path))
     step_times = [b - a for a, b in zip(clock.marks, clock.marks[1:], strict=False)]
     print(json.dumps({"trainer": "retrain", "profile": args.profile, "seed": args.seed, "steps": args.steps,
                       "rewards": clock.rewards, "step_times": step_times,

@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import tempfile
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -80,7 +81,7 @@ def run(case: dict, loss_type: str, epsilon: float) -> dict[str, torch.Tensor]:
 def main() -> None:
     case_path, out_path = sys.argv[1], sys.argv[2]
     torch.set_num_threads(1)
-    case = json.loads(open(case_path).read())
+    case = json.loads(Path(case_path).read_text())
     tensors: dict[str, torch.Tensor] = {}
     for spec in case["runs"]:
         tensors.update(run(case, spec["loss_type"], float(spec["epsilon"])))

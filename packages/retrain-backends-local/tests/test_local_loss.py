@@ -7,7 +7,13 @@ import math
 import pytest
 import torch
 
-from retrain.backends.local.loss import PolicyLossConfig, policy_loss, select_tokens, sft_loss, token_weights
+from retrain.backends.local.loss import (
+    PolicyLossConfig,
+    policy_loss,
+    select_tokens,
+    sft_loss,
+    token_weights,
+)
 
 R = torch.tensor([1.5, 0.5, 1.1, 1.5], dtype=torch.float64)
 A = torch.tensor([1.0, 1.0, -1.0, -1.0], dtype=torch.float64)

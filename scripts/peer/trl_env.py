@@ -7,7 +7,7 @@ in the calling environment, so both sides of a comparison run the same kernels. 
 and is marked ready only after a complete install; concurrent callers wait on a file lock.
 `RETRAIN_PEER_PYTHON` names an existing interpreter to use instead.
 
-    python scripts/peer/venv.py      # prints the interpreter's path, or exits 1 with the reason
+    python scripts/peer/trl_env.py      # prints the interpreter's path, or exits 1 with the reason
 """
 
 from __future__ import annotations
