@@ -15,6 +15,7 @@ Profiles: completions per step = prompts x group.
 
 from __future__ import annotations
 
+import argparse
 import random
 from pathlib import Path
 from typing import Any
@@ -72,3 +73,13 @@ def score(completion: str, answer: str) -> float:
 def examples(config: Any = None) -> list[dict[str, str]]:
     """retrain data source: the problems as prompt/answer rows."""
     return problems()
+
+
+def run_arguments() -> argparse.ArgumentParser:
+    """The arguments both trainers' runners take: the saved model, profile, seed and steps."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="small")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps", type=int, default=10)
+    return parser

@@ -15,7 +15,6 @@ run by raising `BudgetSpent`.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -30,7 +29,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from assets import PROFILES  # noqa: E402
+from assets import PROFILES, run_arguments  # noqa: E402
 
 
 def settings(model: str, profile: str, seed: int, steps: int, root: Path) -> dict[str, dict[str, Any]]:
@@ -99,11 +98,7 @@ class StepClock:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--profile", choices=sorted(PROFILES), default="small")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--steps", type=int, default=10)
+    parser = run_arguments()
     parser.add_argument("--budget-s", type=float, default=0.0)
     parser.add_argument("--set", action="append", default=[], dest="sets")
     args = parser.parse_args()

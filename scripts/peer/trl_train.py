@@ -13,7 +13,6 @@ Step times run from `on_train_begin` to each `on_step_end`.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -25,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
-from assets import PROFILES, problems, score
+from assets import PROFILES, problems, run_arguments, score
 from datasets import Dataset
 from peft import LoraConfig
 from transformers import TrainerCallback
@@ -48,11 +47,7 @@ def reward(completions: list[str], answer: list[str], **_: object) -> list[float
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--profile", choices=sorted(PROFILES), default="small")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--steps", type=int, default=10)
+    parser = run_arguments()
     parser.add_argument("--top-k", type=int, default=0)
     parser.add_argument("--loss-type", default="dapo")
     args = parser.parse_args()
