@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-HEAVY = ("torch", "transformers", "peft", "tinker", "verifiers", "triton", "unsloth", "numpy.linalg")
+HEAVY = ("torch", "transformers", "peft", "tinker", "verifiers", "triton", "unsloth", "ray", "numpy.linalg")
 
 PROBE = """
 import sys, io, contextlib, json
@@ -29,6 +29,7 @@ print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {{h.split('
 @pytest.mark.parametrize("args", [
     ["--help"], ["explain", "--json"], ["backends", "--json"], ["doctor"], ["man", "options"],
     ["init", "--list"], ["migrate-config", "retrain.toml", "--check"], ["--version"], ["status", "--json"],
+    ["man", "squeeze"], ["benchmark"], ["tree", "--json"],
 ])
 def test_no_heavy_imports(args: list[str]) -> None:
     code = PROBE.format(HEAVY=HEAVY)

@@ -24,6 +24,9 @@ ALIASES = {
     "serve": "status",
     "exporter": "status",
     "prometheus": "status",
+    "lora-squeeze": "squeeze",
+    "experiment-tree": "tree",
+    "bench": "benchmark",
 }
 
 
