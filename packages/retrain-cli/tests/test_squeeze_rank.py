@@ -11,7 +11,14 @@ import pytest
 
 from retrain.config.schema import SqueezeConfig
 from retrain.squeeze.adapter import Tensor, read_adapter, read_safetensors, write_safetensors
-from retrain.squeeze.rank import decompose, default_targets, recommend, rescaled_alpha, retained, truncate
+from retrain.squeeze.rank import (
+    decompose,
+    default_targets,
+    recommend,
+    rescaled_alpha,
+    retained,
+    truncate,
+)
 from retrain.squeeze.run import analyse, format_table, squeeze_to
 
 
@@ -25,7 +32,7 @@ def test_worked_example() -> None:
     assert retained(f.s, 1) == pytest.approx(0.64) and retained(f.s, 2) == 1.0
     assert recommend({1: 0.64, 2: 1.0}, 0.95, 2) == 2
     lora_a, lora_b = truncate(f, 1)
-    assert (lora_a.T @ lora_b.T) == pytest.approx(np.array([[0, 0, 0], [0, 4, 0], [0, 0, 0]]))
+    assert pytest.approx(np.array([[0, 0, 0], [0, 4, 0], [0, 0, 0]])) == (lora_a.T @ lora_b.T)
     assert rescaled_alpha(64, 128, 32, rslora=False) == 16
 
 
@@ -105,7 +112,7 @@ def test_refusals(tmp_path: Path) -> None:
         analyse(tmp_path / "a", SqueezeConfig(source_rank=8))
     with pytest.raises(UserError, match=r"target_ranks \[8\]"):
         analyse(tmp_path / "a", SqueezeConfig(target_ranks=[2, 8]))
-    with pytest.raises(UserError, match="no adapter_model.safetensors"):
+    with pytest.raises(UserError, match=r"no adapter_model\.safetensors"):
         analyse(tmp_path / "missing", SqueezeConfig())
     config = json.loads((tmp_path / "a" / "adapter_config.json").read_text())
     (tmp_path / "a" / "adapter_config.json").write_text(json.dumps({**config, "use_dora": True}))

@@ -63,7 +63,7 @@ class TreeState:
         known = {k: v for k, v in self.nodes.items() if k in self.tree.nodes}
         write_bytes_atomic(self.path, msgspec.json.format(msgspec.json.encode(known), indent=2) + b"\n")
 
-    def effective(self, node_id: str) -> str:
+    def effective(self, node_id: str, _seen: frozenset[str] = frozenset()) -> str:
         own = self.nodes.get(node_id, NodeState())
         if own.status in ("running", "done", "skipped"):
             return own.status
@@ -75,7 +75,10 @@ class TreeState:
             ps = self.nodes.get(parent.id, NodeState())
             if ps.status == "done" and ps.outcome == branch:
                 return "pending"
-            if not (ps.status == "done" and ps.outcome) and ps.status != "skipped":
+            if ps.status == "done" and ps.outcome:
+                continue
+            # a parent skipped in turn is decided too (a cycle in the tree counts as undecided)
+            if parent.id in _seen or self.effective(parent.id, _seen | {node_id}) != "skipped":
                 decided = False
         return "skipped" if decided else "locked"
 
