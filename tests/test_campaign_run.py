@@ -26,8 +26,8 @@ def score(response, reference):
     return float(sum(ch.isdigit() for ch in response) >= 2)
 
 
-def boom(response, reference):
-    raise RuntimeError("reward exploded")
+def bad_data(config):
+    raise RuntimeError("data exploded")
 '''
 
 
@@ -185,7 +185,7 @@ def test_failed_run_is_marked_and_the_others_go_on(tmp_path: Path) -> None:
 [[campaign.conditions]]
 advantage_mode = "grpo"
 transform_mode = "none"
-custom_function = "boom"
+data_source = "toy_reward.bad_data"
 [[campaign.conditions]]
 advantage_mode = "grpo"
 transform_mode = "none"
@@ -194,11 +194,11 @@ transform_mode = "none"
     cfg.write_text(text)
     res = retrain(cfg)
     assert res.returncode == 1, res.stderr
-    bad = "grpo+none~custom_function=boom_s1"
-    assert f"1 of 2 runs failed: {bad} (exception:RuntimeError: reward exploded)" in res.stderr
+    bad = "grpo+none~data_source=toy_reward.bad_data_s1"
+    assert f"1 of 2 runs failed: {bad} (exception:" in res.stderr and "data exploded" in res.stderr
     entries = {r["run_name"]: r for r in manifest(tmp_path / "camp")["runs"]}
     assert entries[bad]["status"] == "failed" and entries[bad]["returncode"] == 1
-    assert "reward exploded" in entries[bad]["error"]
+    assert "data exploded" in entries[bad]["error"]
     assert entries["grpo+none_s1"]["status"] == "finished"
     status = json.loads(retrain(tmp_path / "camp", "status", "--json").stdout)["campaigns"][0]
     assert status["failed"] == 1 and status["completed"] == 1

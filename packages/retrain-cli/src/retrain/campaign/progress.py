@@ -108,9 +108,11 @@ class LiveView(PlainView):
         self.live.console.print(text)
 
     def _table(self) -> Any:
+        from rich.console import Group
         from rich.table import Table
+        from rich.text import Text
 
-        table = Table(title=self.headline(), title_justify="left", expand=False)
+        table = Table(expand=False)
         for column in ("run", "state", "step", "reward", "time"):
             table.add_column(column, justify="right" if column in ("step", "reward", "time") else "left")
         for name, line in self.runs.items():
@@ -119,7 +121,7 @@ class LiveView(PlainView):
             seconds = line.elapsed if line.elapsed is not None else (
                 time.monotonic() - line.started if line.started is not None and line.status == "running" else None)
             table.add_row(name, line.status, step, reward, f"{seconds:.0f}s" if seconds is not None else "-")
-        return table
+        return Group(Text(self.headline()), table)
 
     def begin(self, names: list[str], done: list[str]) -> None:
         super().begin(names, done)
