@@ -84,7 +84,8 @@ def test_every_template_writes_and_explains(cli, tmp_path: Path, name: str) -> N
 
 
 def test_init_list_and_refusal(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    assert "quickstart" in cli("init", "--list").stdout
+    listed = cli("init", "--list").stdout
+    assert "quickstart" in listed and "campaign" in listed
     (tmp_path / "retrain.toml").write_text("x")
     res = cli("init")
     assert res.code == 2 and "refusing to overwrite" in res.stderr
@@ -164,7 +165,7 @@ def test_doctor(cli) -> None:  # type: ignore[no-untyped-def]
 
 def test_man(cli) -> None:  # type: ignore[no-untyped-def]
     topics = cli("man", "--list-topics").stdout.split()
-    assert {"quickstart", "configuration", "options", "campaign"} <= set(topics)
+    assert {"quickstart", "configuration", "options", "campaign", "squeeze", "tree", "benchmark"} <= set(topics)
     res = cli("man", "--topic", "options")
     assert "--optim-beta1" in res.stdout and "--backend-opt KEY=VALUE" in res.stdout
     data = json.loads(cli("man", "configuration", "--json").stdout)
