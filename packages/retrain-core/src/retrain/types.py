@@ -3,7 +3,9 @@
 Token ids and logprobs are plain lists here (core holds no tensors). Datum layout, shared by
 every backend: `tokens` = prompt ids + completion ids; `logprobs` and `advantages` have the
 same length, 0.0 on prompt positions, and position j holds the value for token j (predicted
-at position j-1). A token takes part in the RL loss only where its advantage is non-zero.
+at position j-1). A token takes part in the RL loss only where its advantage is non-zero:
+that is also how a multi-turn datum masks the environment's tokens out of the policy
+gradient (retrain.training.rollout.multi).
 """
 
 from __future__ import annotations
@@ -63,6 +65,11 @@ class Datum(msgspec.Struct, kw_only=True):
     logprobs: list[float]
     advantages: list[float]
     policy_version: int = 0
+    #: ECHO (retrain.training.echo): per token, the weight of its term in the auxiliary
+    #: supervised loss, sum over positions of -log p(token) * weight, added to the policy
+    #: loss. Positive only on retained environment (observation) tokens; the weights already
+    #: hold ECHO's normalisation, so a backend adds the plain weighted sum. None: no ECHO.
+    echo_weights: list[float] | None = None
 
     @property
     def prompt_length(self) -> int:

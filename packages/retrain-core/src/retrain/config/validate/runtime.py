@@ -77,6 +77,10 @@ def check_runtime(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
                                       key="[environment] id"))
 
     t = c.training
+    if t.tl_grpo and env.provider != "openenv":
+        issues.append(ConfigIssue("TL-GRPO scores alternative actions by replaying an episode in a fresh session, "
+                                  "which only an OpenEnv environment allows (reset with the episode's seed)",
+                                  key="[training] tl_grpo", hint='[environment] provider = "openenv"'))
     if t.trainer not in builtin.TRAINERS and not is_dotted(t.trainer):
         issues.append(ConfigIssue(f"unknown trainer {t.trainer!r}", key="[training] trainer",
                                   hint=available_hint(t.trainer, live_values("training.trainer", builtin.TRAINERS),
