@@ -172,7 +172,8 @@ def advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *, ste
                 continue
             c = g.completions[i]
             datums.append(Datum(tokens=g.prompt_ids + c.token_ids, logprobs=pad + list(c.logprobs),
-                                advantages=pad + adv.tolist(), policy_version=rollouts.policy_version))
+                                advantages=pad + adv.tolist(), policy_version=rollouts.policy_version,
+                                mask=[0] * len(g.prompt_ids) + [1] * len(c.token_ids)))
     return StepAdvantages(datums, metrics, correct, total, sepa)
 
 

@@ -9,9 +9,9 @@ sampled tokens + the observation, never a re-tokenisation of text, so a datum tr
 exactly the tokens the policy conditioned on and produced. A new segment starts only where
 an environment rewrote the conversation (its next prompt does not extend the stream).
 
-In a datum, observation tokens carry logprob 0 and advantage 0, which excludes them from the
-policy loss (the loss selects tokens with a non-zero advantage): they get no policy gradient.
-ECHO (retrain.training.echo) may give them a weight in its auxiliary supervised loss.
+In a datum, observation tokens carry mask 0 (like the prompt), logprob 0 and advantage 0: the
+policy loss neither reads them nor counts them in its denominators, so they get no policy
+gradient. ECHO (retrain.training.echo) may give them a weight in its auxiliary supervised loss.
 """
 
 from __future__ import annotations
@@ -96,9 +96,11 @@ class Episode(msgspec.Struct, kw_only=True):
         at = 0
         for k, seg in enumerate(self.segments):
             tokens, lps, advs = list(seg.prompt_ids), [0.0] * len(seg.prompt_ids), [0.0] * len(seg.prompt_ids)
+            mask = [0] * len(seg.prompt_ids)
             for t in seg.turns:
                 n = len(t.token_ids)
                 tokens += t.observation + t.token_ids
+                mask += [0] * len(t.observation) + [1] * n
                 lps += [0.0] * len(t.observation) + list(t.logprobs)
                 advs += [0.0] * len(t.observation) + adv[at:at + n].tolist()
                 at += n
@@ -107,11 +109,12 @@ class Episode(msgspec.Struct, kw_only=True):
                 tokens += seg.tail
                 lps += [0.0] * len(seg.tail)
                 advs += [0.0] * len(seg.tail)
+                mask += [0] * len(seg.tail)
                 weights = [0.0] * len(seg.prompt_ids) + list(echo[k])
                 if len(weights) != len(tokens):
                     raise ValueError(f"segment {k}: {len(weights)} ECHO weights for {len(tokens)} tokens")
             out.append(Datum(tokens=tokens, logprobs=lps, advantages=advs, policy_version=policy_version,
-                             echo_weights=weights))
+                             mask=mask, echo_weights=weights))
         return out
 
 
