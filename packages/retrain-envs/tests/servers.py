@@ -22,7 +22,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None = None, timeout_s: float = 60.0) -> None:
+def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None = None, timeout_s: float = 240.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:

@@ -3,7 +3,8 @@
 The policy loss reads the tokens with a non-zero advantage; ECHO reads the environment's
 tokens with a positive weight (`Datum.echo_weights`, already normalised by the trainer,
 retrain.training.echo). Both come out of one backbone pass: the head runs on the union of the
-two position sets, and the result is split back, so ECHO costs no second forward.
+two position sets, and the result is split back, so ECHO costs no second forward. ECHO's
+logprobs are therefore at the training temperature, like the policy term's.
 """
 
 from __future__ import annotations
