@@ -27,7 +27,8 @@ class Flow:
 
     @property
     def condition(self) -> str:
-        return self.pipeline.condition
+        """The run's condition label: the pipeline's, with "+echo" when ECHO trains too."""
+        return self.pipeline.condition + ("+echo" if self.echo is not None else "")
 
     def close(self) -> None:
         for part in (self.environment, self.reward):
