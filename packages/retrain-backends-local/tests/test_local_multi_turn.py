@@ -26,7 +26,7 @@ def two_turn_episode(backend: LocalBackend) -> Episode:
     prompt = tok.encode_prompt("3+4=")
     turns = [Turn(token_ids=[11, 12, 13, 2], logprobs=[-4.0, -3.9, -4.2, -3.0]),
              Turn(token_ids=[14, 15, 2], logprobs=[-4.1, -4.0, -3.5],
-                  observation=tok.encode("<|user|>lower") + [5])]
+                  observation=[*tok.encode("<|user|>lower"), 5])]
     return Episode(segments=[Segment(prompt_ids=prompt, turns=turns)])
 
 

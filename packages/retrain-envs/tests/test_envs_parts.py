@@ -11,7 +11,12 @@ import pytest
 from retrain.config import load_config
 from retrain.environments.chat import observation_ids
 from retrain.environments.concurrency import EnvClock, bounded
-from retrain.environments.openenv.actions import ActionParseError, corrective_message, parse_action, text_field
+from retrain.environments.openenv.actions import (
+    ActionParseError,
+    corrective_message,
+    parse_action,
+    text_field,
+)
 from retrain.environments.openenv.settings import parse
 from retrain.environments.openenv.tl_grpo import turn_advantages
 from retrain.errors import UserError

@@ -119,9 +119,25 @@ def test_openenv_multi_turn_trains_and_logs_turns(tmp_path: Path) -> None:
     assert any("[user]" in str(g["completion"]) for g in gens), "the generations log shows no transcript"
 
 
+def test_openenv_with_tl_grpo_and_echo(tmp_path: Path) -> None:
+    with game_server() as url:
+        cfg = write_run(tmp_path, openenv_section(url), max_steps=2, max_tokens=6, save_every=1, tl_grpo=True,
+                        tl_grpo_branch_mode="llm", tl_grpo_branch_size=2, tl_grpo_lookahead_steps=0)
+        cfg.write_text(cfg.read_text() + "[echo]\nenabled = true\nweight = 0.1\nentropy_floor = 0.0\n")
+        res = retrain(cfg)
+    assert res.returncode == 0, res.stderr
+    rows = rl_rows(tmp_path)
+    assert all(str(r["condition"]).endswith("+echo") for r in rows)
+    assert all(float(r["tl_grpo/branch_probes"]) > 0 for r in rows)
+    assert any(float(r.get("echo/tokens", 0)) > 0 for r in rows)
+    state = json.loads((tmp_path / "logs" / "trainer_state.json").read_text())
+    assert state["environment"]["tl_grpo_ema"] == rows[-1]["tl_grpo/ema"]
+
+
 def test_openenv_survives_a_server_that_dies_and_comes_back(tmp_path: Path) -> None:
     with game_server(supervise=True, GUESS_DIE_AFTER="5") as url:
-        res = retrain(write_run(tmp_path, openenv_section(url, retries=6, retry_backoff_s=0.2), max_steps=2,
+        # a restart imports openenv-core again: seconds on a loaded machine, hence the patience
+        res = retrain(write_run(tmp_path, openenv_section(url, retries=7, retry_backoff_s=1.0), max_steps=2,
                                 max_tokens=6))
     assert res.returncode == 0, res.stderr
     rows = rl_rows(tmp_path)

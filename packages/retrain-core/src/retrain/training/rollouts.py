@@ -74,7 +74,9 @@ class StepRollouts:
 def collect(backend: TrainBackend, flow: Flow, batch: Sequence[tuple[Example, list[int]]], *,
             group_size: int, sampling: SamplingParams | None = None) -> StepRollouts:
     if flow.environment is not None:
-        return flow.environment.collect(backend, batch, group_size=group_size, sampling=sampling or flow.sampling)
+        out: StepRollouts = flow.environment.collect(backend, batch, group_size=group_size,
+                                                     sampling=sampling or flow.sampling)
+        return out
     samples, texts, sample_s = sample_texts(backend, batch, group_size, sampling or flow.sampling)
     t1 = time.perf_counter()
     responses = [t for group in texts for t in group]

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import msgspec
 import numpy as np
 
-from retrain.types import Completion, Datum
+from retrain.types import Completion, Datum, FinishReason
 
 #: Why retrain cut an episode short: the next prompt would not fit the model's context, the
 #: policy hit max_tokens where an action was due, the episode reached [environment] max_turns.
@@ -71,12 +71,12 @@ class Episode(msgspec.Struct, kw_only=True):
         entropies = None
         if turns and all(t.entropies is not None for t in turns):
             entropies = [e for t in turns for e in (t.entropies or [])]
-        finish = "length" if self.truncated or (turns and turns[-1].finish_reason == "length") else "stop"
+        finish: FinishReason = "length" if self.truncated or (turns and turns[-1].finish_reason == "length") else "stop"
         return Completion(token_ids=[i for t in turns for i in t.token_ids],
                           logprobs=[lp for t in turns for lp in t.logprobs], finish_reason=finish,
                           entropies=entropies)
 
-    def datums(self, advantages: Sequence[float], *, policy_version: int = 0,
+    def datums(self, advantages: Sequence[float] | np.ndarray, *, policy_version: int = 0,
                echo: Sequence[Sequence[float]] | None = None) -> list[Datum]:
         """One datum per segment. `advantages` are the token advantages of `completion()`
         (one per sampled token, in order); with `turn_advantages` set they are replaced turn
