@@ -139,10 +139,11 @@ ISSUE_CONFIG = """\
 [environment]
 provider = "verifiers"
 id = "primeintellect/gsm8k"
+auto_install = true
 [inference]
 engine = "trtllm"
 [echo]
-enabled = true
+min_prompt_overlap = 0.7
 [model]
 model = "tiny"
 [backend]
@@ -155,11 +156,11 @@ source = "arithmetic"
 @pytest.mark.parametrize("verb", [["explain"], ["trace"], []])
 def test_unbuilt_keys_refused_by_explain_trace_and_run(cli, tmp_path: Path, verb: list[str]) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "c.toml").write_text(ISSUE_CONFIG)
-    res = cli(*verb, "c.toml", "--tl-grpo", "true")
-    check(res, "5 config problems", "[environment] provider: ", "[inference] engine: ",
-          "[echo] enabled: ", "--tl-grpo (command line): ")
+    res = cli(*verb, "c.toml", "--prefix-caching", "false")
+    check(res, "4 config problems", "[environment] auto_install: ", "[inference] engine: ",
+          "[echo] min_prompt_overlap: ", "--prefix-caching (command line): ")
     problems = [line for line in res.stderr.splitlines() if line.startswith("  ")]
-    assert len(problems) == 5 and all("not built yet in this version" in p for p in problems), res.stderr
+    assert len(problems) == 4 and all("not built yet in this version" in p for p in problems), res.stderr
     assert not (tmp_path / "logs").exists()
 
 
