@@ -85,6 +85,12 @@ def check_runtime(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
                                       f"{env.max_turns}); verifiers tasksets train single-turn",
                                       key="[environment] max_turns",
                                       hint='remove it, or serve the game over OpenEnv (provider = "openenv")'))
+    else:
+        default = type(env)()
+        for key in ("id", "args", "max_turns", "rollout_env_workers", "rollout_buffer_size"):
+            if getattr(env, key) != getattr(default, key):
+                issues.append(ConfigIssue("has no effect without [environment] provider", key=f"[environment] {key}",
+                                          hint='provider = "verifiers" or "openenv", or remove it'))
     if c.echo.enabled and env.provider != "openenv":
         issues.append(ConfigIssue("ECHO trains on the observation tokens of multi-turn episodes, which only "
                                   "the OpenEnv provider produces in this version", key="[echo] enabled",
