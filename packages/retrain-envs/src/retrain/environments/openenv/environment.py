@@ -197,7 +197,7 @@ class OpenEnvEnvironment:
             if len(kept) < need:
                 dropped += 1
                 continue
-            eps = [e.episode(0.0) for e in kept]
+            eps = [e.episode() for e in kept]
             comps = [ep.completion() for ep in eps]
             groups.append(Group(ex, list(ids), comps, [ep.text for ep in eps],
                                 np.asarray([e.reward() for e in kept], dtype=np.float64), episodes=eps))

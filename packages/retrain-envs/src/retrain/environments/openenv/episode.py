@@ -10,6 +10,7 @@ again. An episode that still fails is dropped (`failure` says why).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,7 @@ class LiveEpisode:
     malformed: int = 0
     validation_errors: int = 0
     retries: int = 0
+    env_s: float = 0.0  # time in this episode's environment calls
     start: int = 0  # messages before the first reply (the prompt)
 
     def __post_init__(self) -> None:
@@ -72,12 +74,12 @@ class LiveEpisode:
                                             observation=self.pending, finish_reason=finish))
         self.pending = []
 
-    def episode(self, env_s: float) -> Episode:
+    def episode(self) -> Episode:
         if self.pending:
             self.segments[-1].tail = self.pending
             self.pending = []
-        text = "\n".join(f"[{m['role']}] {m['content']}" for m in self.messages[self.start - 1:])
-        return Episode(segments=self.segments, truncated=self.truncated, env_s=env_s, text=text)
+        text = "\n".join(f"[{m['role']}] {m['content']}" for m in self.messages[self.start:])
+        return Episode(segments=self.segments, truncated=self.truncated, env_s=self.env_s, text=text)
 
 
 class Connection:
@@ -107,6 +109,7 @@ class Connection:
     async def call(self, ep: LiveEpisode, fn: Callable[[OpenEnvSession], Awaitable[StepResult]] | None) -> StepResult:
         """`fn` on the episode's session (None: open it and reset), retried on drops."""
         attempt = 0
+        t0 = time.perf_counter()
         while True:
             try:
                 if ep.session is None or fn is None:
@@ -124,6 +127,9 @@ class Connection:
                 await asyncio.sleep(self.s.retry_backoff_s * 2 ** attempt)
                 attempt += 1
                 ep.retries += 1
+            finally:
+                ep.env_s += time.perf_counter() - t0
+                t0 = time.perf_counter()
 
     async def close(self, ep: LiveEpisode) -> None:
         if ep.session is not None:
