@@ -135,11 +135,12 @@ def test_openenv_with_tl_grpo_and_echo(tmp_path: Path) -> None:
 
 
 def test_openenv_survives_a_server_that_dies_and_comes_back(tmp_path: Path) -> None:
-    with game_server(supervise=True, GUESS_DIE_AFTER="5") as url:
+    with game_server(supervise=True, GUESS_DIE_AFTER="5", GUESS_DIED_FLAG=str(tmp_path / "died")) as url:
         # a restart imports openenv-core again: seconds on a loaded machine, hence the patience
         res = retrain(write_run(tmp_path, openenv_section(url, retries=7, retry_backoff_s=1.0), max_steps=2,
                                 max_tokens=6))
     assert res.returncode == 0, res.stderr
+    assert (tmp_path / "died").exists()
     rows = rl_rows(tmp_path)
     assert sum(float(r["env/retries"]) for r in rows) > 0
     assert all(r["env/episodes"] + r["env/dropped_episodes"] == 8.0 for r in rows)
