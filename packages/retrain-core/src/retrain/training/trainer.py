@@ -248,4 +248,10 @@ class Trainer:
 
 
 def train(config: TrainConfig, reporter: Reporter | None = None, *, config_path: str = "") -> RunResult:
+    """Run the trainer `[training] trainer` names."""
+    name = config.training.trainer
+    if name == "ttt_discover":
+        from retrain.training.discover import DiscoverTrainer
+
+        return DiscoverTrainer(config, reporter, config_path=config_path).run()
     return Trainer(config, reporter, config_path=config_path).run()

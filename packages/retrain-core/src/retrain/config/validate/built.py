@@ -85,7 +85,7 @@ NOT_BUILT: tuple[NotBuilt, ...] = (
              values=("judge",)),
     NotBuilt("reward.judge_model", "the LLM judge reward", "remove it"),
     NotBuilt("training.trainer", "{value!r}", 'trainer = "retrain", the RL loop',
-             values=("sft", "optimizer_replay", "command", "ttt_discover", DOTTED)),
+             values=("sft", "optimizer_replay", "command", DOTTED)),
     NotBuilt("training.trainer_command", "trainer = command", "remove it"),
     NotBuilt("training.tl_grpo", *_TL_GRPO),
     NotBuilt("training.tl_grpo_branch_mode", *_TL_GRPO),
