@@ -27,6 +27,7 @@ from retrain.evaluation.evaluate import Problem, encode_problems, evaluate
 from retrain.evaluation.problems import load_problems
 from retrain.evaluation.settings import EvalPlan
 from retrain.io.layout import FINAL, checkpoint_name
+from retrain.plugins.resolve import is_dotted
 from retrain.training import faults
 from retrain.training.backpressure import adjust
 from retrain.training.console import PlainReporter, Reporter, eval_line
@@ -254,4 +255,14 @@ def train(config: TrainConfig, reporter: Reporter | None = None, *, config_path:
         from retrain.training.discover import DiscoverTrainer
 
         return DiscoverTrainer(config, reporter, config_path=config_path).run()
+    if name == "command":
+        from retrain.training.runner.command import run_command
+
+        adapter, command = run_command(config, config_path=config_path)
+        return RunResult(config.logging.log_dir, adapter, 0, {"command": command})
+    if is_dotted(name):
+        from retrain.training.runner.plugin import run_plugin
+
+        result = run_plugin(config, config_path=config_path)
+        return RunResult(config.logging.log_dir, result if isinstance(result, str) else "", 0, {"result": result})
     return Trainer(config, reporter, config_path=config_path).run()
