@@ -104,6 +104,7 @@ def advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *, ste
     kept: list[Group] = []
     rows: list[np.ndarray] = []
     results: list[GroupAdvantages] = []
+    planning = [0, 0]  # marked tokens, tokens of the completions the detector saw
     for g in rollouts.groups:
         t = summarize_reward_ties(g.rewards)
         ties.append(t)
@@ -115,6 +116,8 @@ def advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *, ste
         masks = None
         if flow.detector is not None:
             masks = planning_masks(flow.detector, [backend.tokenizer.token_strings(c.token_ids) for c in g.completions])
+            planning[0] += sum(int(m.sum()) for m in masks)
+            planning[1] += sum(len(m) for m in masks)
         entropies = None
         if pipeline.needs_entropies:
             entropies = [_entropies(c) for c in g.completions]
@@ -129,6 +132,8 @@ def advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *, ste
     if flow.sepa.schedule == "auto":
         flow.sepa.observe_completions([c.logprobs for g in rollouts.groups for c in g.completions])
     metrics: dict[str, float] = {**tie_metrics(ties), **merge_metrics(results)}
+    if flow.detector is not None:
+        metrics["planning_token_fraction"] = planning[0] / planning[1] if planning[1] else 0.0
     if pipeline.batch_normalize:
         rows, norm = batch_normalize(rows)
         metrics.update(norm)
