@@ -170,7 +170,7 @@ def _optimizer_batch(c: TrainConfig) -> list[ConfigIssue]:
             (t.save_every == 0, "needs save_every = 0"),
             (t.sft_warmup_steps == 0, "needs sft_warmup_steps = 0"),
             (not c.backpressure.enabled, "needs backpressure disabled"),
-            (bool(c.resume.from_), "needs [resume] from (the initial adapter)"),
+            (not c.resume.from_, "starts fresh (the initial state is in the artifact): remove [resume] from"),
         ]
         # keyed on the capture/replay setting that imposes the rule, not on the live key it
         # constrains, so a refusal of the unbuilt feature supersedes these (validate.built)

@@ -85,7 +85,7 @@ NOT_BUILT: tuple[NotBuilt, ...] = (
              values=("judge",)),
     NotBuilt("reward.judge_model", "the LLM judge reward", "remove it"),
     NotBuilt("training.trainer", "{value!r}", 'trainer = "retrain", the RL loop',
-             values=("sft", "optimizer_replay")),
+             values=("sft",)),
     NotBuilt("training.tl_grpo", *_TL_GRPO),
     NotBuilt("training.tl_grpo_branch_mode", *_TL_GRPO),
     NotBuilt("training.tl_grpo_branch_size", *_TL_GRPO),
@@ -115,7 +115,6 @@ NOT_BUILT: tuple[NotBuilt, ...] = (
     NotBuilt("logging.checkpoint_artifacts", "uploading checkpoints to W&B",
              'checkpoint_artifacts = "auto" or "off"; checkpoints stay under adapter_path', values=("wandb",)),
     NotBuilt("logging.generation_top_surprisal_limit", "logging the most surprising tokens of a generation", "remove it"),
-    NotBuilt("optimizer_batch", "optimizer-batch capture and replay", "remove the [optimizer_batch] table"),
     NotBuilt("plugins.strict", "lenient plugin loading", "remove it; a plugin that fails to load is always an error"),
 )
 
