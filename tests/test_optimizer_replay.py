@@ -5,69 +5,26 @@ outside the allow-list naming the key."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tiny_run import retrain, write_tiny_run
 
 from retrain.io.log import read_jsonl
 
 pytestmark = pytest.mark.slow
 
-REWARD = '''
-def score(response, reference):
-    return min(1.0, sum(ch.isdigit() for ch in response) / 4)
-'''
-
-
-def write(root: Path, name: str, extra: str = "", lr: float = 1e-2) -> Path:
-    (root / "toy_reward.py").write_text(REWARD)
-    cfg = root / f"{name}.toml"
-    cfg.write_text(f"""
-[model]
-model = "tiny"
-lora_rank = 4
-[backend]
-devices = "cpu"
-adapter_path = "{root / name / 'adapters'}"
-[training]
-seed = 0
-max_steps = 1
-batch_size = 2
-group_size = 4
-max_tokens = 8
-temperature = 1.0
-lr = {lr}
-save_every = 0
-{extra}
-[data]
-source = "arithmetic"
-[reward]
-type = "custom"
-custom_module = "toy_reward"
-[logging]
-log_dir = "{root / name / 'logs'}"
-""")
-    return cfg
-
-
-def retrain(cfg: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "retrain.cli", str(cfg)], cwd=cfg.parent, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
-
 
 def replay_config(root: Path, name: str, manifest: str, pins: dict[str, str], lr: float = 1e-2) -> Path:
-    lines = (f'trainer = "optimizer_replay"\n[optimizer_batch]\nreplay_path = "{manifest}"\n'
-             f'expected_manifest_sha256 = "{pins["manifest_sha256"]}"\n'
-             f'expected_logical_sha256 = "{pins["logical_sha256"]}"\n')
-    return write(root, name, lines, lr=lr)
+    return write_tiny_run(root, name, training={"trainer": "optimizer_replay", "max_steps": 1, "lr": lr},
+                          tables={"optimizer_batch": {"replay_path": manifest,
+                                                      "expected_manifest_sha256": pins["manifest_sha256"],
+                                                      "expected_logical_sha256": pins["logical_sha256"]}})
 
 
 def test_capture_then_replay_is_bit_exact(tmp_path: Path) -> None:
-    res = retrain(write(tmp_path, "capture", "[optimizer_batch]\ncapture = true"))
+    res = retrain(write_tiny_run(tmp_path, "capture", training={"max_steps": 1},
+                                 tables={"optimizer_batch": {"capture": True}}))
     assert res.returncode == 0, res.stderr
     row = read_jsonl(tmp_path / "capture" / "logs" / "metrics.jsonl")[0]
     manifest = row["optimizer_batch/manifest"]
