@@ -129,6 +129,7 @@ TARGETS: dict[str, dict[str, str]] = {
         "retrain": "retrain.training.trainer:Trainer",
         "ttt_discover": "retrain.training.discover:DiscoverTrainer",
         "command": "retrain.training.runner.command:run_command",
+        "optimizer_replay": "retrain.training.runner.optimizer_replay:replay",
     },
     "backpressure": {
         "noop": "retrain.training.backpressure:NoopBackpressure",
