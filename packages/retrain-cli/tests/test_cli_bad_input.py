@@ -170,7 +170,7 @@ def test_unbuilt_keys_refused_by_explain_trace_and_run(cli, tmp_path: Path, verb
 
 
 def test_unbuilt_trainer_refused_at_load(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    (tmp_path / "c.toml").write_text("[training]\ntrainer = 'optimizer_replay'\n")
+    (tmp_path / "c.toml").write_text("[training]\ntrainer = 'sft'\n")
     for verb in (["explain", "c.toml"], ["trace", "c.toml"], ["c.toml"]):
-        check(cli(*verb), "c.toml:2: [training] trainer: 'optimizer_replay' is not built yet in this version",
+        check(cli(*verb), "c.toml:2: [training] trainer: 'sft' is not built yet in this version",
               'trainer = "retrain"')

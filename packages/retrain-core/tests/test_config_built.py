@@ -64,8 +64,6 @@ def test_server_engines_and_their_keys_are_live(tmp_path: Path) -> None:
 
 
 LISTED_IN_THE_ISSUE = {
-    "[optimizer_batch] capture": "[optimizer_batch]\ncapture = true\n",
-    "[optimizer_batch] replay_path": "[optimizer_batch]\nreplay_path = 'x'\n",
     "[training] sft_data_path": "[training]\nsft_data_path = 'sft.jsonl'\n",
     "[training] sft_data_rows": "[training]\nsft_data_rows = 10\n",
     "[training] sft_max_tokens": "[training]\nsft_max_tokens = 10\n",

@@ -104,13 +104,21 @@ def test_bad_params_and_unknown_delight_keys():
     assert typo.ok and any("delight_eta_mod" in i.message for i in typo.issues)
 
 
-def test_semantic_detector_without_its_package():
+def test_semantic_detector_without_its_package(monkeypatch):
+    import retrain.training.preflight as preflight
+
+    monkeypatch.setattr(preflight, "module_available", lambda name: False)
     report = trace(make_config(planning={"detector": "semantic"}))
     assert any(i.category == "dep" and "sentence-transformers" in i.message for i in errors(report))
     # Not needed when the transform does not use planning masks.
     assert trace(
         make_config(planning={"detector": "semantic"}, algorithm={"transform_mode": "gtpo"})
     ).ok
+
+
+def test_semantic_detector_with_a_model_that_is_not_there():
+    report = trace(make_config(planning={"detector": "semantic", "model": "/no/such/model"}))
+    assert any(i.category == "dep" and "'/no/such/model' is not a local folder" in i.message for i in errors(report))
 
 
 def test_plugin_declaring_scalar_but_varying_is_caught():

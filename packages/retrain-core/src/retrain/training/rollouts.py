@@ -125,6 +125,7 @@ def advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *, ste
     kept: list[tuple[Group, list[int]]] = []
     rows: list[np.ndarray] = []
     results: list[GroupAdvantages] = []
+    planning = [0, 0]  # marked tokens, tokens of the completions the detector saw
     for g in rollouts.groups:
         members = _members(g, tl_grpo)
         rewards = g.rewards[members]
@@ -140,6 +141,8 @@ def advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *, ste
         masks = None
         if flow.detector is not None:
             masks = planning_masks(flow.detector, [backend.tokenizer.token_strings(c.token_ids) for c in comps])
+            planning[0] += sum(int(m.sum()) for m in masks)
+            planning[1] += sum(len(m) for m in masks)
         entropies = None
         if pipeline.needs_entropies:
             entropies = [_entropies(c) for c in comps]
@@ -154,6 +157,8 @@ def advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *, ste
     if flow.sepa.schedule == "auto":
         flow.sepa.observe_completions([c.logprobs for g in rollouts.groups for c in g.completions])
     metrics: dict[str, float] = {**tie_metrics(ties), **merge_metrics(results)}
+    if flow.detector is not None:
+        metrics["planning_token_fraction"] = planning[0] / planning[1] if planning[1] else 0.0
     if pipeline.batch_normalize:
         rows, norm = batch_normalize(rows)
         metrics.update(norm)

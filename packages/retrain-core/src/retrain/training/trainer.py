@@ -27,6 +27,7 @@ from retrain.evaluation.evaluate import Problem, encode_problems, evaluate
 from retrain.evaluation.problems import load_problems
 from retrain.evaluation.settings import EvalPlan
 from retrain.io.layout import FINAL, checkpoint_name
+from retrain.plugins.resolve import is_dotted
 from retrain.training import faults
 from retrain.training.backpressure import adjust
 from retrain.training.console import PlainReporter, Reporter, eval_line
@@ -217,7 +218,11 @@ class Trainer:
             # SEPA and the advantage pipeline count steps globally, warmup steps included
             adv = advantages(run.flow, rollouts, run.backend, step=t.sft_warmup_steps + step,
                              adv_clip_max=t.adv_clip_max, tl_grpo=t.tl_grpo)
-            out, train_s = train_on(run.backend, adv, t.lr, t.weight_decay)
+            if self.config.optimizer_batch.capture:
+                out, train_s, captured = self._captured_step(run, adv)
+            else:
+                out, train_s = train_on(run.backend, adv, t.lr, t.weight_decay)
+                captured = {}
             run.state.count(adv.correct, adv.total)
             times = StepTimes(time.perf_counter() - t0, rollouts.sample_time_s, train_s)
             sizes, bp_metrics = adjust(run.flow.backpressure, self.config.backpressure.enabled, run.sizes,
@@ -225,6 +230,7 @@ class Trainer:
             row = step_row(self.config, step=step, condition=run.flow.condition, caps=run.caps, rollouts=rollouts,
                            adv=adv, out=out, running_correct_rate=run.state.running_correct_rate, sizes=run.sizes,
                            times=times, runtime=backend_counters(run.backend), backpressure=bp_metrics)
+            row.update(captured)
             run.log.record_step(row, rollouts, step, correct=adv.correct, total=adv.total)
             run.sizes = sizes
             run.state.rl_step_done(step, run.producer.committed_index, sizes, row["mean_reward"])
@@ -232,6 +238,28 @@ class Trainer:
             self._evaluate(run, step + 1)
             faults.crash_if("after_step", step)
             self._maybe_checkpoint(run, step)
+
+    def _captured_step(self, run: Run, adv: Any) -> tuple[Any, float, dict[str, str]]:
+        """The step's update, with its exact inputs and outputs captured
+        (retrain.training.optimizer_batch.artifact); validation allows it on step 0 only."""
+        from retrain.training.optimizer_batch.artifact import Capture
+
+        t = self.config.training
+        if not adv.informative:
+            raise RuntimeError("optimizer-batch capture: the step has no token with a non-zero advantage "
+                               "(every group tied), so there is no update to capture; change the seed")
+        capture = Capture(self.config.logging.log_dir, run.backend)
+        try:
+            out, train_s = train_on(run.backend, adv, t.lr, t.weight_decay)
+            assert out is not None
+            pins = capture.finish(self.config, adv.datums, t.lr, t.weight_decay, out.loss)
+        except BaseException:
+            capture.abandon()
+            raise
+        self.reporter.message(f"captured the optimizer batch: {pins['manifest']}\n"
+                              f"  expected_manifest_sha256 = \"{pins['manifest_sha256']}\"\n"
+                              f"  expected_logical_sha256 = \"{pins['logical_sha256']}\"")
+        return out, train_s, {f"optimizer_batch/{k}": v for k, v in pins.items()}
 
     def _evaluate(self, run: Run, done: int) -> None:
         """Evaluate the policy after `done` RL steps when the schedule says so. It runs after
@@ -254,4 +282,25 @@ class Trainer:
 
 
 def train(config: TrainConfig, reporter: Reporter | None = None, *, config_path: str = "") -> RunResult:
+    """Run the trainer `[training] trainer` names."""
+    name = config.training.trainer
+    if name == "ttt_discover":
+        from retrain.training.discover import DiscoverTrainer
+
+        return DiscoverTrainer(config, reporter, config_path=config_path).run()
+    if name == "optimizer_replay":
+        from retrain.training.runner.optimizer_replay import replay
+
+        final, report = replay(config, config_path=config_path)
+        return RunResult(config.logging.log_dir, final, 1, report)
+    if name == "command":
+        from retrain.training.runner.command import run_command
+
+        adapter, command = run_command(config, config_path=config_path)
+        return RunResult(config.logging.log_dir, adapter, 0, {"command": command})
+    if is_dotted(name):
+        from retrain.training.runner.plugin import run_plugin
+
+        result = run_plugin(config, config_path=config_path)
+        return RunResult(config.logging.log_dir, result if isinstance(result, str) else "", 0, {"result": result})
     return Trainer(config, reporter, config_path=config_path).run()

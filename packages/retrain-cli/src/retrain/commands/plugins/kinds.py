@@ -77,9 +77,8 @@ KINDS: dict[str, ScaffoldKind] = {
         ScaffoldKind(
             "trainer",
             "{name}",
-            "# Trainer plugins are not built yet in this version: [training] trainer accepts only\n"
-            '# "retrain" (the RL loop), so nothing selects this yet.\n',
-            "runner f(config) that replaces the RL loop",
+            '[training]\ntrainer = "{name}.{attr}"\n',
+            "trainer factory f(config) -> object with run(config); replaces the RL loop",
         ),
     )
 }

@@ -12,6 +12,7 @@ from typing import Any
 from retrain.backends import catalog
 from retrain.config import load_config
 from retrain.config.schema import TrainConfig
+from retrain.config.validate.built import live_values
 from retrain.plugins.resolve import add_import_roots, discover_modules
 from retrain.registry import builtin, entry_points
 
@@ -51,9 +52,12 @@ def describe(config: TrainConfig, roots: list[Path]) -> dict[str, Any]:
             provided = {
                 ep["name"]: f"{ep['value']} ({ep['distribution']})" for ep in _entry_points(kind)
             }
+            names = builtin.NAMES.get(kind, ())
+            if kind == "trainer":  # a dotted path in [training] trainer; not-built runners left out
+                names = tuple(live_values("training.trainer", names))
             builtins = {
                 name: targets.get(name) or provided.get(name, "(provided by another distribution)")
-                for name in builtin.NAMES.get(kind, ())
+                for name in names
             }
         kinds[kind] = {
             "builtins": builtins,

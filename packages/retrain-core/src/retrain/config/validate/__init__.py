@@ -3,7 +3,7 @@
 `validate(config)` returns the normalised config (canonical uncertainty kind, backend options
 filled with defaults), the errors and the warnings. Passes: built (keys, values and options
 that nothing reads yet are refused), bounds (single fields and cross-field rules), evaluation
-(`[eval]`), modes (algorithm selectors), runtime (backend, environment, devices), plugins
+(`[eval]`), discover (`trainer = "ttt_discover"`), modes (algorithm selectors), runtime (backend, environment, devices), plugins
 (dotted paths import), warnings.
 """
 
@@ -13,6 +13,7 @@ from retrain.config.errors import ConfigIssue
 from retrain.config.schema import TrainConfig
 from retrain.config.validate.bounds import check_bounds
 from retrain.config.validate.built import check_built, drop_superseded
+from retrain.config.validate.discover import check_discover
 from retrain.config.validate.evaluation import check_eval
 from retrain.config.validate.mode import check_modes
 from retrain.config.validate.plugins import check_plugins
@@ -27,6 +28,7 @@ def validate(
     errors: list[ConfigIssue] = []
     errors += check_bounds(config)
     errors += check_eval(config)
+    errors += check_discover(config)
     config, mode_issues = check_modes(config)
     errors += mode_issues
     config, runtime_issues = check_runtime(config)

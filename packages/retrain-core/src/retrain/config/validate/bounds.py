@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import string
 
 from retrain.config.errors import ConfigIssue
 from retrain.config.fields import all_fields, by_flat, get_value, parse_devices
@@ -10,6 +11,14 @@ from retrain.config.schema import TrainConfig
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 OPTIMIZER_BATCH_ALLOWED_DIFFERENCES = ("backend.options.gradient_checkpointing",)
+#: what `[training] trainer_command` may name (retrain.training.runner.command fills them in)
+PLACEHOLDERS = ("config_path", "log_dir", "adapter_path", "model")
+
+
+def unknown_placeholders(template: str) -> list[str]:
+    """Field names in `template` that are not placeholders; raises ValueError on a malformed one."""
+    names = [field for _, field, _, _ in string.Formatter().parse(template) if field is not None]
+    return [n for n in names if n not in PLACEHOLDERS]
 
 
 def lab(flat: str) -> str:
@@ -55,7 +64,19 @@ def check_bounds(c: TrainConfig) -> list[ConfigIssue]:
     if t.trainer == "sft" and not t.sft_data_path:
         err("sft_data_path", "trainer = sft needs an SFT data file", 'sft_data_path = "data/sft.jsonl"')
     if t.trainer == "command" and not t.trainer_command.strip():
-        err("trainer_command", "trainer = command needs a command template")
+        err("trainer_command", "trainer = command needs a command template",
+            'trainer_command = "python train.py --config {config_path} --out {adapter_path}"')
+    elif t.trainer_command and t.trainer != "command":
+        err("trainer_command", "only used with trainer = command")
+    elif t.trainer_command:
+        try:
+            unknown = unknown_placeholders(t.trainer_command)
+        except ValueError as exc:
+            err("trainer_command", f"is not a valid template ({exc}); write literal braces as {{{{ and }}}}")
+        else:
+            if unknown:
+                err("trainer_command", f"unknown placeholder {{{unknown[0]}}} (available: "
+                    f"{', '.join('{' + p + '}' for p in PLACEHOLDERS)})")
     if e.enabled and e.weight <= 0:
         err("echo_weight", "ECHO is enabled but its weight is 0", "weight = 0.05")
     if e.require_live_observation_bridge and not e.enabled:
@@ -149,7 +170,7 @@ def _optimizer_batch(c: TrainConfig) -> list[ConfigIssue]:
             (t.save_every == 0, "needs save_every = 0"),
             (t.sft_warmup_steps == 0, "needs sft_warmup_steps = 0"),
             (not c.backpressure.enabled, "needs backpressure disabled"),
-            (bool(c.resume.from_), "needs [resume] from (the initial adapter)"),
+            (not c.resume.from_, "starts fresh (the initial state is in the artifact): remove [resume] from"),
         ]
         # keyed on the capture/replay setting that imposes the rule, not on the live key it
         # constrains, so a refusal of the unbuilt feature supersedes these (validate.built)

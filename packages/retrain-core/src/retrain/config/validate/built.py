@@ -84,8 +84,7 @@ NOT_BUILT: tuple[NotBuilt, ...] = (
              values=("judge",)),
     NotBuilt("reward.judge_model", "the LLM judge reward", "remove it"),
     NotBuilt("training.trainer", "{value!r}", 'trainer = "retrain", the RL loop',
-             values=("sft", "optimizer_replay", "command", "ttt_discover", DOTTED)),
-    NotBuilt("training.trainer_command", "trainer = command", "remove it"),
+             values=("sft",)),
     NotBuilt("training.sft_data_path", *_SFT_DATA),
     NotBuilt("training.sft_data_sha256", *_SFT_DATA),
     NotBuilt("training.sft_data_rows", *_SFT_DATA),
@@ -111,7 +110,6 @@ NOT_BUILT: tuple[NotBuilt, ...] = (
     NotBuilt("logging.checkpoint_artifacts", "uploading checkpoints to W&B",
              'checkpoint_artifacts = "auto" or "off"; checkpoints stay under adapter_path', values=("wandb",)),
     NotBuilt("logging.generation_top_surprisal_limit", "logging the most surprising tokens of a generation", "remove it"),
-    NotBuilt("optimizer_batch", "optimizer-batch capture and replay", "remove the [optimizer_batch] table"),
     NotBuilt("plugins.strict", "lenient plugin loading", "remove it; a plugin that fails to load is always an error"),
 )
 

@@ -13,7 +13,8 @@ def collect_warnings(c: TrainConfig) -> list[ConfigIssue]:
         out.append(ConfigIssue("adapters under /tmp may be lost on reboot", key="[backend] adapter_path"))
     if t.temperature > 2.0:
         out.append(ConfigIssue(f"{t.temperature} is unusually high for sampling", key="[training] temperature"))
-    if t.save_every == 0:
+    # capture and replay require save_every = 0: no warning for what they impose
+    if t.save_every == 0 and not (c.optimizer_batch.capture or t.trainer == "optimizer_replay"):
         msg = "0 disables periodic checkpoints; only the final adapter is saved"
         if c.logging.wandb_project and c.logging.checkpoint_artifacts != "off":
             msg += " (and no checkpoint artifacts are uploaded until the end)"

@@ -1,0 +1,59 @@
+"""`trainer = "command"`: an external training program run through the shell.
+
+`[training] trainer_command` is a template with four placeholders, substituted as they are
+(quote them in the template if a path may hold spaces; `{{` and `}}` are literal braces):
+
+    {config_path}   <log_dir>/retrain_config.json: every config field, flat and unredacted
+    {log_dir}       [logging] log_dir
+    {adapter_path}  [backend] adapter_path: where the program must leave its adapter
+    {model}         [model] model
+
+The run succeeds only when the program exits 0 **and** `adapter_path` exists afterwards;
+`run_meta.json` records `exit_code:N` or `missing_policy_ref` otherwise.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from retrain.config.fields import flat_dict
+from retrain.config.schema import TrainConfig
+from retrain.io.atomic import write_json_atomic
+from retrain.io.layout import RUN_META
+from retrain.training.meta import run_meta
+
+CONFIG_FILE = "retrain_config.json"
+
+
+class TrainerCommandFailed(RuntimeError):
+    """The trainer command exited non-zero or left no adapter."""
+
+
+def render(template: str, config: TrainConfig, config_path: Path) -> str:
+    return template.format(config_path=str(config_path), log_dir=config.logging.log_dir,
+                           adapter_path=config.backend.adapter_path, model=config.model.model)
+
+
+def run_command(config: TrainConfig, *, config_path: str = "") -> tuple[str, str]:
+    """Run the command; (adapter path, the command as run). Raises TrainerCommandFailed."""
+    log_dir = Path(config.logging.log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    dumped = log_dir / CONFIG_FILE
+    write_json_atomic(dumped, flat_dict(config))
+    command = render(config.training.trainer_command, config, dumped)
+    meta = log_dir / RUN_META
+    write_json_atomic(meta, run_meta(config, status="running", config_path=config_path))
+    code = subprocess.run(command, shell=True, check=False).returncode
+    adapter = config.backend.adapter_path
+    failure, error = "", ""
+    if code != 0:
+        failure, error = f"exit_code:{code}", f"trainer command exited with status {code}: {command}"
+    elif not Path(adapter).exists():
+        failure, error = "missing_policy_ref", f"trainer command exited 0 but left no adapter at {adapter}"
+    if failure:
+        write_json_atomic(meta, run_meta(config, status="failed", config_path=config_path, failure=failure,
+                                         error=error))
+        raise TrainerCommandFailed(error)
+    write_json_atomic(meta, run_meta(config, status="succeeded", config_path=config_path, policy_ref=adapter))
+    return adapter, command

@@ -1,0 +1,74 @@
+"""`trainer = "optimizer_replay"`: redo one captured optimizer step and check it bit for bit.
+
+1. verify the artifact before any model loads: the manifest's sha256 against
+   `expected_manifest_sha256`, every file against the manifest, the logical batch against
+   `expected_logical_sha256` (a mismatch names the file);
+2. refuse a config that differs from the captured one outside `allow_config_differences`
+   (naming the key);
+3. load the backend, restore the captured initial state (weights, optimizer, RNG streams),
+   run `train_step` on the captured datums with the captured lr and weight decay;
+4. save the weights to `<adapter_path>/final` and compare: the loss must equal the captured
+   loss and the weights' digest the captured one, exactly; otherwise the run fails.
+
+`<log_dir>/optimizer_batch_replay_manifest.json` records what was compared.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from retrain.backends.create import create_backend, require_runnable
+from retrain.config.schema import TrainConfig
+from retrain.errors import UserError
+from retrain.io.atomic import write_json_atomic
+from retrain.io.layout import FINAL, RUN_META
+from retrain.training.meta import run_meta
+from retrain.training.optimizer_batch.artifact import (
+    config_difference,
+    open_artifact,
+    weights_digest,
+)
+
+REPLAY_MANIFEST = "optimizer_batch_replay_manifest.json"
+
+
+class ReplayMismatch(RuntimeError):
+    """The replayed step did not reproduce the captured loss or weights."""
+
+
+def replay(config: TrainConfig, *, config_path: str = "") -> tuple[str, dict[str, Any]]:
+    ob = config.optimizer_batch
+    artifact = open_artifact(ob.replay_path, manifest_sha256=ob.expected_manifest_sha256,
+                             logical_sha256=ob.expected_logical_sha256)
+    difference = config_difference(artifact.manifest["config"], config, ob.allow_config_differences)
+    if difference:
+        raise UserError(f"optimizer replay: {difference}")
+    require_runnable(config)
+    log_dir = Path(config.logging.log_dir)
+    meta = log_dir / RUN_META
+    write_json_atomic(meta, run_meta(config, status="running", config_path=config_path))
+    backend = create_backend(config)
+    try:
+        backend.load_checkpoint(str(artifact.initial))
+        batch = artifact.batch
+        out = backend.train_step(batch.datums, batch.lr, batch.weight_decay)
+        final = backend.save_adapter(str(Path(config.backend.adapter_path) / FINAL))
+    finally:
+        backend.close()
+    digest = weights_digest(Path(final))
+    report = {"artifact": str(artifact.folder), "datums": len(batch.datums),
+              "captured_loss": artifact.manifest["loss"], "replayed_loss": out.loss,
+              "captured_updated_sha256": artifact.manifest["updated_sha256"], "replayed_updated_sha256": digest,
+              "final_adapter": final}
+    report["loss_equal"] = out.loss == artifact.manifest["loss"]
+    report["weights_equal"] = digest == artifact.manifest["updated_sha256"]
+    write_json_atomic(log_dir / REPLAY_MANIFEST, report)
+    if not (report["loss_equal"] and report["weights_equal"]):
+        error = (f"the replayed step differs from the captured one: loss {out.loss!r} vs {artifact.manifest['loss']!r}, "
+                 f"weights {'equal' if report['weights_equal'] else 'different'}")
+        write_json_atomic(meta, run_meta(config, status="failed", config_path=config_path,
+                                         failure="replay_mismatch", error=error))
+        raise ReplayMismatch(error)
+    write_json_atomic(meta, run_meta(config, status="succeeded", config_path=config_path, policy_ref=final))
+    return final, report
