@@ -101,11 +101,12 @@ _BUILTIN = {
         name="tinker",
         factory="retrain.backends.tinker.create:create_backend",
         distribution="retrain-backends-tinker",
+        # exact and runtime-dependent: weights and optimizer state live in the service's
+        # checkpoints (save_state / load_state_with_optimizer), sampling seeds derive from the
+        # batch; a resume needs the service to still hold the checkpoint
         capabilities=BackendCapabilities(True, True, True, True, "exact", False),
         dependency="tinker",
         hint="pip install retrain-backends-tinker",
-        available=False,
-        note="the tinker backend is not built yet in this version; use backend = \"local\"",
     ),
     "prime_rl": BackendDefinition(
         name="prime_rl",

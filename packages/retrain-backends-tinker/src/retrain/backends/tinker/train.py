@@ -1,0 +1,235 @@
+"""The Tinker backend: a LoRA adapter trained and sampled on the Tinker service.
+
+Calls per RL step (spec backends.md §3): `save_weights_for_sampler` + `create_sampling_client`
+(publish the trained weights; skipped when nothing trained since), one `sample` per prompt
+(all submitted before the first is awaited), then `forward_backward` and `optim_step`
+submitted back to back and awaited together. With `[training] max_async_level = 1` the next
+step's samples are drawn while this step's update runs on the service.
+
+Checkpoints are local folders holding `tinker_checkpoint.json`: the service paths of the
+training state (`save_state`: weights and Adam moments) and of the sampler weights, the run's
+seed (sampling seeds derive from it and the batch) and the base model. Resume creates a
+fresh training client and calls `load_state_with_optimizer`; the service must still hold
+the state (`resume_runtime_dependent`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from retrain.backends.errors import BackendUnavailable
+from retrain.backends.seeds import request_seeds
+from retrain.backends.tinker import adapter
+from retrain.backends.tinker.loss import (
+    Evaluated,
+    TinkerDatum,
+    evaluate,
+    rl_datums,
+    sdk_datums,
+    sft_datums,
+)
+from retrain.backends.tinker.remote import Remote
+from retrain.backends.tinker.runtime import (
+    TinkerError,
+    describe_failure,
+    load_tinker,
+    sdk_version,
+    service,
+)
+from retrain.backends.tinker.throttle import Throttle
+from retrain.backends.tokenizer import HFTokenizer
+from retrain.config.schema import TrainConfig
+from retrain.io.atomic import write_dir_atomic
+from retrain.training.warmup import effective_sft_loss
+from retrain.types import Completion, Datum, SamplingParams, TrainOutput
+
+CHECKPOINT = "tinker_checkpoint.json"
+
+
+class TinkerBackend:
+    def __init__(self, config: TrainConfig) -> None:
+        t, opts = config.training, config.backend.options
+        self.sdk = load_tinker()
+        self.types = self.sdk.types
+        self.service = service(config)
+        self.remote = Remote(self.sdk, self.service, Throttle(config.backend.throttle_dir, config.backend.max_concurrent),
+                             timeout_s=float(opts.get("call_timeout_s", 600.0)), retries=int(opts.get("max_retries", 3)),
+                             backoff_s=float(opts.get("retry_backoff_s", 2.0)))
+        self.base_model, self.rank = config.model.model, config.model.lora_rank
+        self.seed = t.seed if t.seed >= 0 else int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
+        self.run_tag = uuid.uuid4().hex[:8]  # checkpoint names are unique per training run on the service
+        self.loss_fn = "ppo" if t.clip_eps > 0 else "importance_sampling"
+        self.loss_config = ({"clip_low_threshold": 1.0 - t.clip_eps,
+                             "clip_high_threshold": 1.0 + (t.clip_eps_high or t.clip_eps)} if t.clip_eps > 0 else None)
+        self.sft_loss = effective_sft_loss(config)
+        o = config.optimizer
+        self.adam = {"beta1": o.beta1, "beta2": o.beta2, "eps": o.eps, "grad_clip_norm": o.grad_clip_norm}
+        self.client = self.sdk.ServiceClient(base_url=self.service.url or None, api_key=self.service.key.value,
+                                             user_metadata={"created_by": "retrain"})
+        self._check_serves()
+        self.training = self.remote.call("create_lora_training_client", lambda: self.client.create_lora_training_client(
+            base_model=self.base_model, rank=self.rank, seed=self.seed, train_mlp=bool(opts.get("train_mlp", True)),
+            train_attn=bool(opts.get("train_attn", True)), train_unembed=bool(opts.get("train_unembed", True))))
+        self.tokenizer = HFTokenizer(self.training.get_tokenizer())
+        self.sampler: Any = None
+        self.sampler_path = ""
+        self.stale = True  # trained since the sampler's weights were saved
+
+    def _check_serves(self) -> None:
+        """Fail fast, in one line, when the service is unreachable or lacks the base model."""
+        rest = self.sdk.RestClient(base_url=self.service.url or None, api_key=self.service.key.value)
+        try:
+            caps = rest.get_server_capabilities().result(timeout=min(self.remote.timeout_s, 60.0))
+        except Exception as exc:
+            raise BackendUnavailable(f"cannot reach the Tinker service at {self.service.where}: "
+                                     f"{describe_failure(exc, self.service.key)}") from None
+        served = [m.model_name for m in caps.supported_models or [] if m.model_name]
+        if served and self.base_model not in served:
+            raise BackendUnavailable(f"the Tinker service at {self.service.where} does not serve "
+                                     f"[model] model = {self.base_model!r}; it serves: {', '.join(served)}")
+
+    def _name(self, label: str) -> str:
+        return f"{label}-{self.run_tag}-{uuid.uuid4().hex[:6]}"
+
+    # sampling ---------------------------------------------------------------------------
+    def checkpoint(self, name: str) -> None:
+        """Publish the trained weights to a new sampling client when they changed."""
+        if self.sampler is not None and not self.stale:
+            return
+        saved = self.remote.call("save_weights_for_sampler",
+                                 lambda: self.training.save_weights_for_sampler(self._name(name)))
+        self._use_sampler(saved.path)
+        self.stale = False
+
+    def _use_sampler(self, path: str) -> None:
+        self.sampler = self.remote.call("create_sampling_client", lambda: self.training.create_sampling_client(path))
+        self.sampler_path = path
+
+    def sample(self, prompts: Sequence[Sequence[int]], num_samples: int,
+               params: SamplingParams) -> list[list[Completion]]:
+        if params.want_entropy:
+            raise RuntimeError("the Tinker service returns no token entropies (want_entropy)")
+        if params.min_p > 0:
+            raise RuntimeError("the Tinker sampler has no min_p")
+        if self.sampler is None:
+            self.checkpoint("initial")
+        sampler = self.sampler
+        batch = params.seed if params.seed is not None else params.batch_id
+        seeds = request_seeds(self.seed, batch, len(prompts)) or [None] * len(prompts)
+
+        def submit(ids: Sequence[int], seed: int | None) -> Any:
+            sp = self.types.SamplingParams(max_tokens=params.max_tokens, temperature=params.temperature,
+                                           top_p=params.top_p, top_k=params.top_k or -1, seed=seed)
+            return sampler.sample(prompt=self.types.ModelInput.from_ints(list(ids)), num_samples=num_samples,
+                                  sampling_params=sp)
+
+        pending = [submit(ids, seed) for ids, seed in zip(prompts, seeds, strict=True)]
+        out = []
+        for ids, seed, future in zip(prompts, seeds, pending, strict=True):
+            try:
+                result = self.remote.wait("sample", future)
+            except TinkerError:
+                result = self.remote.call("sample", lambda ids=ids, seed=seed: submit(ids, seed))
+            out.append([Completion(token_ids=[int(x) for x in s.tokens], logprobs=[float(x) for x in s.logprobs or []],
+                                   finish_reason="stop" if str(s.stop_reason) == "stop" else "length")
+                        for s in result.sequences])
+        return out
+
+    # training ---------------------------------------------------------------------------
+    def _update(self, loss_fn: str, datums: list[TinkerDatum], config: Mapping[str, float] | None, lr: float,
+                weight_decay: float) -> Evaluated:
+        """forward_backward and optim_step submitted back to back; the loss of the weights
+        before the update, evaluated with Tinker's formula from the returned logprobs."""
+        data = sdk_datums(self.types, datums)
+        fb = self.training.forward_backward(data, loss_fn, dict(config) if config else None)
+        step = self.training.optim_step(self.types.AdamParams(learning_rate=lr, weight_decay=weight_decay, **self.adam))
+        result = self.remote.wait("forward_backward", fb)
+        self.remote.wait("optim_step", step)
+        self.stale = True
+        logprobs = [np.asarray(o["logprobs"].tolist(), dtype=np.float64) for o in result.loss_fn_outputs]
+        return evaluate(loss_fn, datums, logprobs, dict(config) if config else None)
+
+    def train_step(self, datums: Sequence[Datum], lr: float, weight_decay: float) -> TrainOutput:
+        """One update on the token-mean policy loss (folded into the advantages, loss.py)."""
+        folded = rl_datums(datums)
+        tokens = sum(int((d.loss_fn_inputs["advantages"] != 0).sum()) for d in folded)
+        if tokens == 0:
+            return TrainOutput(loss=0.0, tokens=0)
+        ev = self._update(self.loss_fn, folded, self.loss_config, lr, weight_decay)
+        return TrainOutput(loss=ev.loss, tokens=tokens,
+                           metrics={"clip_fraction": ev.clip_fraction, "policy/abs_kl": ev.abs_kl})
+
+    def sft_step(self, datums: Sequence[Datum], lr: float, weight_decay: float) -> TrainOutput:
+        folded = sft_datums(datums, self.sft_loss)
+        key = "weights" if self.sft_loss == "cross_entropy" else "advantages"
+        tokens = sum(int((d.loss_fn_inputs[key] > 0).sum()) for d in folded)
+        if tokens == 0:
+            return TrainOutput(loss=0.0, tokens=0)
+        ev = self._update(self.sft_loss, folded, None, lr, weight_decay)
+        return TrainOutput(loss=ev.loss, tokens=tokens)
+
+    # state ------------------------------------------------------------------------------
+    def save_checkpoint(self, path: str) -> str:
+        state = self.remote.call("save_state", lambda: self.training.save_state(self._name(Path(path).name)))
+        record = {"state_path": state.path, "sampler_path": self.sampler_path, "sampler_stale": self.stale,
+                  "base_model": self.base_model, "lora_rank": self.rank, "seed": self.seed,
+                  "service": self.service.where, "sdk": sdk_version()}
+
+        def fill(tmp: Path) -> None:
+            (tmp / CHECKPOINT).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+        return str(write_dir_atomic(path, fill))
+
+    def load_checkpoint(self, path: str) -> None:
+        record = read_checkpoint(path)
+        for key, mine in (("base_model", self.base_model), ("lora_rank", self.rank)):
+            if record.get(key) != mine:
+                raise TinkerError(f"checkpoint {path} was trained with {key} = {record.get(key)!r}; "
+                                  f"this run has {mine!r}")
+        with warnings.catch_warnings():
+            # deprecated in SDK 0.38 for create_training_client_from_state_with_optimizer, which
+            # servers without model creation on load (skyrl-tx) refuse; both restore the same state
+            warnings.simplefilter("ignore", FutureWarning)
+            self.remote.call("load_state_with_optimizer",
+                             lambda: self.training.load_state_with_optimizer(record["state_path"]))
+        self.seed = int(record["seed"])
+        if record.get("sampler_path"):
+            self._use_sampler(record["sampler_path"])
+            self.stale = bool(record.get("sampler_stale", True))
+
+    def save_adapter(self, path: str) -> str:
+        """The final sampler weights, downloaded into `path` as a peft adapter folder."""
+        saved = self.remote.call("save_weights_for_sampler",
+                                 lambda: self.training.save_weights_for_sampler(self._name(Path(path).name)))
+        folder = adapter.download(self.service, saved.path, path, base_model=self.base_model, rank=self.rank,
+                                  timeout_s=self.remote.timeout_s)
+        return str(folder)
+
+    def runtime_metrics(self) -> dict[str, float | int | str]:
+        return {**self.remote.metrics(), "tinker/lora_rank": self.rank}
+
+    def close(self) -> None:
+        """End the session; a service that is already gone is not an error here."""
+        try:
+            self.client.close().result(timeout=10)
+        except Exception:
+            pass
+
+
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    file = Path(path) / CHECKPOINT
+    try:
+        record: dict[str, Any] = json.loads(file.read_text())
+    except (OSError, ValueError) as exc:
+        raise TinkerError(f"{file} is not a Tinker checkpoint record: {exc}") from None
+    if not str(record.get("state_path", "")).startswith("tinker://"):
+        raise TinkerError(f"{file} names no tinker:// training state")
+    return record
