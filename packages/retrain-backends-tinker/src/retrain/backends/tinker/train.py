@@ -48,10 +48,11 @@ from retrain.backends.tinker.throttle import Throttle
 from retrain.backends.tokenizer import HFTokenizer
 from retrain.config.schema import TrainConfig
 from retrain.io.atomic import write_dir_atomic
+from retrain.io.layout import TINKER_CHECKPOINT
 from retrain.training.warmup import effective_sft_loss
 from retrain.types import Completion, Datum, SamplingParams, TrainOutput
 
-CHECKPOINT = "tinker_checkpoint.json"
+CHECKPOINT = TINKER_CHECKPOINT
 
 
 class TinkerBackend:
@@ -219,7 +220,7 @@ class TinkerBackend:
     def close(self) -> None:
         """End the session; a service that is already gone is not an error here."""
         try:
-            self.client.close().result(timeout=10)
+            self.client.close("success").result(timeout=10)
         except Exception:
             pass
 
