@@ -84,10 +84,23 @@ def sgd(backend: LocalBackend) -> LocalBackend:
     return backend
 
 
-def test_microbatched_update_equals_full_batch(tiny_config) -> None:  # type: ignore[no-untyped-def]
-    full = sgd(LocalBackend(tiny_config()))
-    micro = sgd(LocalBackend(tiny_config("--backend-opt", "train_microbatch_size=2")))
-    datums = rl_datums(full)
+def masked(datums: list[Datum]) -> list[Datum]:
+    """The trainer's layout: a loss mask on the completion, and one row of zero advantages."""
+    out = []
+    for i, d in enumerate(datums):
+        start = next(j for j, a in enumerate(d.advantages) if a != 0.0)
+        adv = [0.0] * len(d.tokens) if i == 1 else d.advantages
+        out.append(Datum(tokens=d.tokens, logprobs=d.logprobs, advantages=adv,
+                         mask=[0] * start + [1] * (len(d.tokens) - start)))
+    return out
+
+
+@pytest.mark.parametrize("aggregation", ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "constant"])
+def test_microbatched_update_equals_full_batch(tiny_config, aggregation: str) -> None:  # type: ignore[no-untyped-def]
+    flags = ("--loss-aggregation", aggregation, "--max-tokens", "8")
+    full = sgd(LocalBackend(tiny_config(*flags)))
+    micro = sgd(LocalBackend(tiny_config(*flags, "--backend-opt", "train_microbatch_size=2")))
+    datums = masked(rl_datums(full))
     a = full.train_step(datums, 1e-2, 0.0)
     b = micro.train_step(datums, 1e-2, 0.0)
     assert a.loss == pytest.approx(b.loss, rel=1e-5, abs=1e-6) and a.tokens == b.tokens

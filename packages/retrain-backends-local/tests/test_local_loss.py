@@ -7,7 +7,13 @@ import math
 import pytest
 import torch
 
-from retrain.backends.local.loss import PolicyLossConfig, policy_loss, select_tokens, sft_loss
+from retrain.backends.local.loss import (
+    PolicyLossConfig,
+    policy_loss,
+    select_tokens,
+    sft_loss,
+    token_weights,
+)
 
 R = torch.tensor([1.5, 0.5, 1.1, 1.5], dtype=torch.float64)
 A = torch.tensor([1.0, 1.0, -1.0, -1.0], dtype=torch.float64)
@@ -71,3 +77,20 @@ def test_sft_losses() -> None:
     w = torch.tensor([1.0, 1.0])
     assert sft_loss("cross_entropy", lp, w).tolist() == pytest.approx([math.log(2), math.log(4)])
     assert sft_loss("importance_sampling", lp, w).tolist() == pytest.approx([-0.5, -0.25])
+
+
+def test_token_weights_per_aggregation() -> None:
+    """Two rows with 3 and 1 sampled tokens, a budget of 4 tokens per completion."""
+    action = torch.tensor([[True, True, True, False], [False, False, False, True]])
+    expect = {
+        "token_mean": [[1 / 4] * 3 + [0], [0, 0, 0, 1 / 4]],
+        "seq_mean_token_mean": [[1 / 6] * 3 + [0], [0, 0, 0, 1 / 2]],
+        "seq_mean_token_sum": [[1 / 2] * 3 + [0], [0, 0, 0, 1 / 2]],
+        "constant": [[1 / 8] * 3 + [0], [0, 0, 0, 1 / 8]],
+    }
+    for aggregation, weights in expect.items():
+        assert torch.allclose(token_weights(aggregation, action, 4), torch.tensor(weights)), aggregation
+    empty = torch.zeros((2, 3), dtype=torch.bool)
+    assert token_weights("seq_mean_token_mean", empty, 4).sum() == 0
+    with pytest.raises(ValueError, match="unknown loss_aggregation"):
+        token_weights("sequence", action, 4)

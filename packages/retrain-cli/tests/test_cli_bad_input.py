@@ -88,9 +88,9 @@ def test_backend_from_a_metadata_only_distribution(cli, fake_backend, tmp_path: 
     check(cli("c.toml"), "retrain-backends-foo ships its metadata only")
 
 
-def test_backend_not_installed(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_backend_not_built(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "c.toml").write_text("[backend]\nbackend = 'prime_rl'\n[training]\nmax_steps = 3\n")
-    check(cli("c.toml"), "backend 'prime_rl' is not installed")
+    check(cli("c.toml"), "PRIME-RL bridge is not built yet")
 
 
 def test_backend_built_for_another_contract(cli, fake_backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

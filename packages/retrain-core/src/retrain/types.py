@@ -3,7 +3,9 @@
 Token ids and logprobs are plain lists here (core holds no tensors). Datum layout, shared by
 every backend: `tokens` = prompt ids + completion ids; `logprobs` and `advantages` have the
 same length, 0.0 on prompt positions, and position j holds the value for token j (predicted
-at position j-1). A token takes part in the RL loss only where its advantage is non-zero.
+at position j-1). `mask` marks the tokens the policy sampled: they are the loss's tokens and
+what its denominators count, whatever their advantage (a zero advantage is zero credit, not
+absence). A datum without a mask counts the tokens whose advantage is non-zero.
 """
 
 from __future__ import annotations
@@ -63,13 +65,19 @@ class Datum(msgspec.Struct, kw_only=True):
     logprobs: list[float]
     advantages: list[float]
     policy_version: int = 0
+    mask: list[int] | None = None  # 1 on sampled tokens, 0 on prompt (and observation) tokens
 
     @property
     def prompt_length(self) -> int:
-        for i, a in enumerate(self.advantages):
-            if a != 0.0:
+        for i, m in enumerate(self.loss_mask()):
+            if m:
                 return i
         return len(self.tokens)
+
+    def loss_mask(self) -> list[bool]:
+        if self.mask is not None:
+            return [bool(m) for m in self.mask]
+        return [a != 0.0 for a in self.advantages]
 
 
 class TrainOutput(msgspec.Struct, kw_only=True):

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from retrain.backends.options import BUILTIN_OPTION_SCHEMAS, OptionSchema, OptionSpec
 from retrain.backends.protocol import BACKEND_CONTRACT
+from retrain.config.schema import LOSS_AGGREGATIONS
 from retrain.registry import contract
 from retrain.registry.contract import Contract
 
@@ -35,6 +36,8 @@ class BackendCapabilities:
     resume_runtime_dependent: bool = False
     checkpoint_resume_mode: ResumeMode = "adapter_only"
     supports_echo_shared_forward: bool = False
+    # [training] loss_aggregation values the backend computes; others are refused at load
+    loss_aggregations: tuple[str, ...] = ("token_mean",)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -44,6 +47,7 @@ class BackendCapabilities:
             "resume_runtime_dependent": self.resume_runtime_dependent,
             "checkpoint_resume_mode": self.checkpoint_resume_mode,
             "supports_echo_shared_forward": self.supports_echo_shared_forward,
+            "loss_aggregations": list(self.loss_aggregations),
         }
 
 
@@ -83,7 +87,7 @@ _BUILTIN = {
         factory="retrain.backends.local.create:create_backend",
         distribution="retrain-backends-local",
         # exact: checkpoints hold weights, optimizer state and every RNG stream
-        capabilities=BackendCapabilities(True, True, True, False, "exact", True),
+        capabilities=BackendCapabilities(True, True, True, False, "exact", True, LOSS_AGGREGATIONS),
         dependency="torch",
         hint="pip install retrain-backends-local",
     ),
@@ -91,6 +95,7 @@ _BUILTIN = {
         name="unsloth",
         factory="retrain.backends.unsloth.create:create_backend",
         distribution="retrain-backends-unsloth",
+        # token_mean only: the other loss aggregations are not built yet for unsloth
         capabilities=BackendCapabilities(True, True, True, False, "adapter_only", True),
         dependency="unsloth",
         hint="pip install retrain-backends-unsloth (CUDA GPU required at run time)",
@@ -103,8 +108,9 @@ _BUILTIN = {
         distribution="retrain-backends-tinker",
         # exact and runtime-dependent: weights and optimizer state live in the service's
         # checkpoints (save_state / load_state_with_optimizer), sampling seeds derive from the
-        # batch; a resume needs the service to still hold the checkpoint
-        capabilities=BackendCapabilities(True, True, True, True, "exact", False),
+        # batch; a resume needs the service to still hold the checkpoint. Every aggregation:
+        # its per-token weights are folded into the advantages (tinker/loss.py)
+        capabilities=BackendCapabilities(True, True, True, True, "exact", False, LOSS_AGGREGATIONS),
         dependency="tinker",
         hint="pip install retrain-backends-tinker",
     ),
@@ -267,6 +273,7 @@ def _parse_capabilities(raw: Any) -> BackendCapabilities | None:
         resume_runtime_dependent=bool(raw["resume_runtime_dependent"]),
         checkpoint_resume_mode=mode,
         supports_echo_shared_forward=bool(raw.get("supports_echo_shared_forward", False)),
+        loss_aggregations=tuple(str(a) for a in raw.get("loss_aggregations", ("token_mean",))),
     )
 
 

@@ -25,12 +25,12 @@ def require_runnable(config: TrainConfig) -> None:
     if entry is None:
         raise BackendUnavailable(f"unknown backend {name!r}")
     d = entry.definition
-    if not entry.installed:
-        raise BackendUnavailable(f"backend {name!r} is not installed: {d.hint}")
     if entry.problems:
         raise BackendUnavailable("; ".join(entry.problems))
-    if not d.available:
+    if not d.available:  # before "not installed": installing a backend that is not built does not help
         raise BackendUnavailable(d.note or f"backend {name!r} is not built yet in this version")
+    if not entry.installed:
+        raise BackendUnavailable(f"backend {name!r} is not installed: {d.hint}")
 
 
 def create_backend(config: TrainConfig) -> Any:

@@ -11,7 +11,7 @@ docs/configuration.md is generated from this module (`retrain.config.reference`)
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 import msgspec
 from msgspec import Meta
@@ -199,6 +199,8 @@ class ResumeConfig(Section):
 
 
 TrainerName = str
+LossAggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "constant"]
+LOSS_AGGREGATIONS: tuple[str, ...] = get_args(LossAggregation)
 
 
 class TrainingConfig(Section):
@@ -234,6 +236,12 @@ class TrainingConfig(Section):
         Literal["standard", "kl_cov", "clip_cov"],
         F("Policy loss: standard, kl_cov, clip_cov (the last two need backend = local)."),
     ] = "standard"
+    loss_aggregation: Annotated[
+        LossAggregation,
+        F("How per-token policy losses sum to the step's loss: token_mean (over every sampled token "
+          "of the step; TRL dapo), seq_mean_token_mean (TRL grpo), seq_mean_token_sum, constant "
+          "(divide by completions x max_tokens; Dr. GRPO). Non-default values need backend = local."),
+    ] = "token_mean"
     kl_cov_percent: Annotated[float, F("kl_cov: percent of tokens penalised.", ge=0, le=100)] = 0.2
     kl_cov_coef: Annotated[float, F("kl_cov: penalty coefficient.", ge=0)] = 1.0
     clip_cov_ratio: Annotated[float, F("clip_cov: fraction of tokens whose gradient is cut.", ge=0, le=1)] = 0.0002

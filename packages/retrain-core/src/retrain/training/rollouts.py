@@ -141,7 +141,8 @@ def advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *, ste
         for c in g.completions:
             adv = next(it)
             datums.append(Datum(tokens=g.prompt_ids + c.token_ids, logprobs=pad + list(c.logprobs),
-                                advantages=pad + adv.tolist(), policy_version=rollouts.policy_version))
+                                advantages=pad + adv.tolist(), policy_version=rollouts.policy_version,
+                                mask=[0] * len(g.prompt_ids) + [1] * len(c.token_ids)))
     return StepAdvantages(datums, metrics, correct, total, sepa)
 
 

@@ -85,6 +85,8 @@ class LocalBackend:
             mode=t.policy_loss_mode, clip_eps=t.clip_eps, clip_eps_high=t.clip_eps_high, clip_ratio_c=t.clip_ratio_c,
             kl_cov_percent=t.kl_cov_percent, kl_cov_coef=t.kl_cov_coef, clip_cov_ratio=t.clip_cov_ratio,
             clip_cov_min=t.clip_cov_min, clip_cov_max=t.clip_cov_max)
+        self.loss_aggregation = t.loss_aggregation
+        self.max_tokens = t.max_tokens
         self.temperature = t.temperature if t.temperature > 0 else 1.0
         self.microbatch = int(opts.get("train_microbatch_size", 0))
         self.chunk = int(opts.get("train_logprob_chunk_size", 0))
@@ -159,7 +161,7 @@ class LocalBackend:
         with self._autocast():
             return action_logprobs(self.model, mb.input_ids, mb.attention_mask, mb.action, self.temperature, self.chunk)
 
-    def _step(self, grad_norm_out: dict[str, float]) -> None:
+    def _step(self, grad_norm_out: dict[str, float | int | str]) -> None:
         if self.grad_clip > 0:
             params = [p for g in self.optimizer.param_groups for p in g["params"]]
             norm = torch.nn.utils.clip_grad_norm_(params, self.grad_clip)
@@ -168,14 +170,26 @@ class LocalBackend:
         self.optimizer.zero_grad(set_to_none=True)
 
     def train_step(self, datums: Sequence[Datum], lr: float, weight_decay: float) -> TrainOutput:
-        """One AdamW update on the global token-mean policy loss of `datums`."""
+        """One AdamW update on the policy loss of `datums` (aggregated as configured)."""
         t0 = time.perf_counter()
-        batch = collate(datums, self.tokenizer.pad_token_id, self.device)
+        self._set_hyper(lr, weight_decay)
+        self.optimizer.zero_grad(set_to_none=True)
+        out = self.policy_gradients(datums)
+        if out.tokens == 0:
+            return out
+        self._step(out.metrics)
+        self.stale = True
+        self.train_time_s += time.perf_counter() - t0
+        return out
+
+    def policy_gradients(self, datums: Sequence[Datum]) -> TrainOutput:
+        """The policy loss of `datums`, its gradient accumulated into the trainable
+        parameters' `.grad` micro-batch by micro-batch; no optimizer step."""
+        batch = collate(datums, self.tokenizer.pad_token_id, self.device, aggregation=self.loss_aggregation,
+                        max_tokens=self.max_tokens)
         total = batch.action_tokens
         if total == 0:
             return TrainOutput(loss=0.0, tokens=0)
-        self._set_hyper(lr, weight_decay)
-        self.optimizer.zero_grad(set_to_none=True)
         selected = None
         if self.loss_config.needs_selection:
             with torch.no_grad():
@@ -192,22 +206,19 @@ class LocalBackend:
                 continue
             sel = selected[offset:offset + n] if selected is not None else None
             offset += n
-            anchor, weight = self.mismatch.anchor(new, mb.old_logprobs[mb.action])
+            anchor, is_weight = self.mismatch.anchor(new, mb.old_logprobs[mb.action])
             res = policy_loss(self.loss_config, new, anchor, mb.advantages[mb.action], sel)
-            per_token = res.per_token if weight is None else res.per_token * weight
-            loss = per_token.sum() / total
+            per_token = res.per_token if is_weight is None else res.per_token * is_weight
+            loss = (per_token * mb.weight[mb.action]).sum()
             loss.backward()
             loss_sum += float(loss.detach())
             clip += res.clip_fraction * n
             cov += res.cov_fraction * n
             kl += res.abs_kl * n
-        metrics: dict[str, float] = self.mismatch.metrics()
+        metrics: dict[str, float | int | str] = dict(self.mismatch.metrics())
         self.mismatch = Mismatch(self.mismatch.correction, self.mismatch.cap)
-        self._step(metrics)
-        self.stale = True
-        self.train_time_s += time.perf_counter() - t0
         metrics.update({"clip_fraction": clip / total, "policy/cov_fraction": cov / total, "policy/abs_kl": kl / total})
-        return TrainOutput(loss=loss_sum, tokens=total, metrics=dict(metrics))
+        return TrainOutput(loss=loss_sum, tokens=total, metrics=metrics)
 
     def sft_step(self, datums: Sequence[Datum], lr: float, weight_decay: float) -> TrainOutput:
         """One AdamW update on the supervised loss; positive advantages weight target tokens."""
@@ -228,11 +239,11 @@ class LocalBackend:
             loss = sft_loss(self.sft_kind, new, w).sum() / total
             loss.backward()
             loss_sum += float(loss.detach())
-        metrics: dict[str, float] = {}
+        metrics: dict[str, float | int | str] = {}
         self._step(metrics)
         self.stale = True
         self.train_time_s += time.perf_counter() - t0
-        return TrainOutput(loss=loss_sum, tokens=total, metrics=dict(metrics))
+        return TrainOutput(loss=loss_sum, tokens=total, metrics=metrics)
 
     # state ------------------------------------------------------------------------------
     def _rng_state(self) -> dict[str, Any]:

@@ -7,19 +7,23 @@ from dataclasses import dataclass
 
 import torch
 
+from retrain.backends.local.loss import token_weights
 from retrain.types import Datum
 
 
 @dataclass
 class Batch:
     """Right-padded rows. Shifted views ([:, 1:]) align old logprobs and advantages with the
-    token each position predicts; `action` marks in-length positions with a non-zero advantage."""
+    token each position predicts; `action` marks the sampled tokens (the datums' loss masks)
+    and `weight` is each position's weight in the update's loss (loss.token_weights), fixed
+    for the whole batch so that micro-batches sum to the full-batch loss."""
 
     input_ids: torch.Tensor  # [B, L]
     attention_mask: torch.Tensor  # [B, L]
     old_logprobs: torch.Tensor  # [B, L-1]
     advantages: torch.Tensor  # [B, L-1]
     action: torch.Tensor  # [B, L-1] bool
+    weight: torch.Tensor  # [B, L-1]
 
     @property
     def rows(self) -> int:
@@ -31,33 +35,38 @@ class Batch:
 
     def slice(self, start: int, stop: int) -> Batch:
         b = Batch(self.input_ids[start:stop], self.attention_mask[start:stop], self.old_logprobs[start:stop],
-                  self.advantages[start:stop], self.action[start:stop])
+                  self.advantages[start:stop], self.action[start:stop], self.weight[start:stop])
         width = int(b.attention_mask.sum(-1).max()) if b.rows else 1
         if width < b.input_ids.shape[1]:
             b = Batch(b.input_ids[:, :width], b.attention_mask[:, :width], b.old_logprobs[:, : width - 1],
-                      b.advantages[:, : width - 1], b.action[:, : width - 1])
+                      b.advantages[:, : width - 1], b.action[:, : width - 1], b.weight[:, : width - 1])
         return b
 
 
-def collate(datums: Sequence[Datum], pad_id: int, device: torch.device) -> Batch:
+def collate(datums: Sequence[Datum], pad_id: int, device: torch.device, *, aggregation: str = "token_mean",
+            max_tokens: int = 0) -> Batch:
     width = max(2, max(len(d.tokens) for d in datums))
     rows = len(datums)
     ids = torch.full((rows, width), pad_id, dtype=torch.long)
     mask = torch.zeros((rows, width), dtype=torch.long)
     old = torch.zeros((rows, width), dtype=torch.float32)
     adv = torch.zeros((rows, width), dtype=torch.float32)
+    sampled = torch.zeros((rows, width), dtype=torch.bool)
     for i, d in enumerate(datums):
         n = len(d.tokens)
-        if not (len(d.logprobs) == len(d.advantages) == n):
-            raise ValueError(f"datum {i}: tokens, logprobs and advantages differ in length "
-                             f"({n}, {len(d.logprobs)}, {len(d.advantages)})")
+        lengths = (len(d.logprobs), len(d.advantages)) + (() if d.mask is None else (len(d.mask),))
+        if any(k != n for k in lengths):
+            raise ValueError(f"datum {i}: tokens, logprobs, advantages (and mask) differ in length "
+                             f"({n}, {', '.join(map(str, lengths))})")
         ids[i, :n] = torch.tensor(d.tokens, dtype=torch.long)
         mask[i, :n] = 1
         old[i, :n] = torch.tensor(d.logprobs, dtype=torch.float32)
         adv[i, :n] = torch.tensor(d.advantages, dtype=torch.float32)
-    in_length = mask[:, 1:].bool()
-    action = in_length & (adv[:, 1:] != 0)
-    return Batch(ids.to(device), mask.to(device), old[:, 1:].to(device), adv[:, 1:].to(device), action.to(device))
+        sampled[i, :n] = torch.tensor(d.loss_mask(), dtype=torch.bool)
+    action = sampled[:, 1:] & mask[:, 1:].bool()
+    weight = token_weights(aggregation, action, max_tokens)
+    return Batch(ids.to(device), mask.to(device), old[:, 1:].to(device), adv[:, 1:].to(device), action.to(device),
+                 weight.to(device))
 
 
 def micro_batches(batch: Batch, size: int) -> list[Batch]:

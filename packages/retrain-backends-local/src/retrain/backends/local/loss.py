@@ -1,10 +1,10 @@
 """Policy and supervised losses over the selected (action) tokens of a batch.
 
-Every function returns per-token losses for the N selected tokens; the caller divides their
-sum by the number of action tokens in the whole batch, so the gradient is the global token
-mean whatever the micro-batch split (spec algorithms.md §9.1). Token selections that depend
-on the whole batch (kl_cov's top-k, clip_cov's random picks) are computed once per update by
-`select_tokens` and passed in, which keeps micro-batched updates equal to full-batch ones.
+Every loss function returns per-token losses for the N action tokens; the caller weighs them
+with `token_weights`, computed once for the whole update, so the gradient is the one of the
+configured aggregation over the whole batch whatever the micro-batch split. Token selections
+that depend on the whole batch (kl_cov's top-k, clip_cov's random picks) are likewise computed
+once per update by `select_tokens` and passed in.
 """
 
 from __future__ import annotations
@@ -12,6 +12,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
+from retrain.config.schema import LOSS_AGGREGATIONS
+
+
+def token_weights(aggregation: str, action: torch.Tensor, max_tokens: int) -> torch.Tensor:
+    """[B, T] weight of each position: the update's loss is sum(weight * per-token loss).
+
+    `action` [B, T] marks the sampled tokens of each row (its loss mask). With N action tokens
+    in B rows, n_b in row b and the step's token budget L = max_tokens:
+    token_mean w = 1/N; seq_mean_token_mean w = 1/(B n_b); seq_mean_token_sum w = 1/B;
+    constant w = 1/(B L). A row without action tokens still counts in B.
+    """
+    mask = action.to(torch.float32)
+    rows = max(int(action.shape[0]), 1)
+    if aggregation == "token_mean":
+        return mask / max(float(mask.sum()), 1.0)
+    if aggregation == "seq_mean_token_mean":
+        return mask / (rows * mask.sum(-1, keepdim=True).clamp_min(1.0))
+    if aggregation == "seq_mean_token_sum":
+        return mask / rows
+    if aggregation == "constant":
+        if max_tokens <= 0:
+            raise ValueError("loss_aggregation = constant needs max_tokens > 0")
+        return mask / (rows * max_tokens)
+    raise ValueError(f"unknown loss_aggregation {aggregation!r} (one of {', '.join(LOSS_AGGREGATIONS)})")
 
 
 @dataclass(frozen=True)

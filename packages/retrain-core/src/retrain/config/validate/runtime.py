@@ -63,6 +63,11 @@ def check_runtime(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
         if not option_issues:
             options = normalized
             issues += _backend_rules(b.backend, options, c)
+        if (aggregation := c.training.loss_aggregation) not in entry.definition.capabilities.loss_aggregations:
+            issues.append(ConfigIssue(
+                f"{aggregation!r} is not built yet for backend {b.backend!r} (it computes "
+                f"{', '.join(entry.definition.capabilities.loss_aggregations)})",
+                key="[training] loss_aggregation", hint='loss_aggregation = "token_mean" or backend = "local"'))
 
     env = c.environment
     if env.provider:

@@ -1,0 +1,92 @@
+"""TRL's GRPO loss and LoRA gradients on given inputs; run with the TRL environment's python.
+
+    python trl_loss.py CASE.json OUT.safetensors
+
+CASE.json: `model` (a saved model dir), `adapter` (a saved peft LoRA adapter dir), `prompts`
+and `completions` (token id lists, one completion per row, its prompt repeated), `advantages`
+(one per row), `old_logprobs` (one per completion token), `max_tokens`, and `runs`: a list of
+`{"loss_type": ..., "epsilon": ...}`. For each run the script builds a `GRPOTrainer` with those
+settings around the adapter, calls its `compute_loss` on the padded tensors TRL's own
+generation step would have produced (prompts left-padded, completions right-padded, masks,
+`num_items_in_batch`), backpropagates, and stores `<loss_type>/<epsilon>/loss` and
+`<loss_type>/<epsilon>/<parameter name>` (the gradient) for every trainable parameter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch
+from datasets import Dataset
+from peft import PeftModel
+from safetensors.torch import save_file
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from trl import GRPOConfig, GRPOTrainer
+
+
+def pad(rows: list[list[float]], value: float, left: bool, dtype: torch.dtype) -> torch.Tensor:
+    width = max(len(r) for r in rows)
+    out = torch.full((len(rows), width), value, dtype=dtype)
+    for i, r in enumerate(rows):
+        if r:
+            if left:
+                out[i, width - len(r):] = torch.tensor(r, dtype=dtype)
+            else:
+                out[i, :len(r)] = torch.tensor(r, dtype=dtype)
+    return out
+
+
+def inputs(case: dict, pad_id: int) -> dict[str, torch.Tensor]:
+    prompts, completions = case["prompts"], case["completions"]
+    return {
+        "prompt_ids": pad(prompts, pad_id, True, torch.long),
+        "prompt_mask": pad([[1] * len(p) for p in prompts], 0, True, torch.long),
+        "completion_ids": pad(completions, pad_id, False, torch.long),
+        "completion_mask": pad([[1] * len(c) for c in completions], 0, False, torch.long),
+        "advantages": torch.tensor(case["advantages"], dtype=torch.float32),
+        "old_per_token_logps": pad(case["old_logprobs"], 0.0, False, torch.float32),
+        "num_items_in_batch": torch.tensor(sum(len(c) for c in completions)),
+    }
+
+
+def run(case: dict, loss_type: str, epsilon: float) -> dict[str, torch.Tensor]:
+    tokenizer = AutoTokenizer.from_pretrained(case["model"])
+    base = AutoModelForCausalLM.from_pretrained(case["model"], dtype=torch.float32)
+    model = PeftModel.from_pretrained(base, case["adapter"], is_trainable=True)
+    rows = len(case["completions"])
+    args = GRPOConfig(output_dir=tempfile.mkdtemp(), per_device_train_batch_size=rows, num_generations=rows,
+                      max_completion_length=case["max_tokens"], loss_type=loss_type, epsilon=epsilon, beta=0.0,
+                      use_cpu=True, bf16=False, report_to=[], save_strategy="no", gradient_checkpointing=False)
+    dataset = Dataset.from_list([{"prompt": "0"}] * rows)
+    trainer = GRPOTrainer(model=model, reward_funcs=lambda completions, **_: [0.0] * len(completions), args=args,
+                          train_dataset=dataset, processing_class=tokenizer)
+    trainer.current_gradient_accumulation_steps = 1  # set by Trainer's loop per accumulation window
+    trainer.model.train()
+    loss = trainer.compute_loss(trainer.model, inputs(case, tokenizer.pad_token_id))
+    loss.backward()
+    key = f"{loss_type}/{epsilon}"
+    out = {f"{key}/loss": loss.detach().reshape(1)}
+    for name, p in trainer.model.named_parameters():
+        if p.requires_grad:
+            out[f"{key}/{name}"] = p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
+    return out
+
+
+def main() -> None:
+    case_path, out_path = sys.argv[1], sys.argv[2]
+    torch.set_num_threads(1)
+    case = json.loads(Path(case_path).read_text())
+    tensors: dict[str, torch.Tensor] = {}
+    for spec in case["runs"]:
+        tensors.update(run(case, spec["loss_type"], float(spec["epsilon"])))
+    save_file({k: v.contiguous() for k, v in tensors.items()}, out_path)
+
+
+if __name__ == "__main__":
+    main()
