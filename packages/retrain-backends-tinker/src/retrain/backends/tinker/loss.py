@@ -7,12 +7,13 @@ Tinker's losses are sums over every position of every datum of one `forward_back
     ppo                   L = -sum_t min(r_t A_t, clip(r_t, lo, hi) A_t)
     cross_entropy         L = -sum_t w_t logprob_t
 
-retrain's local backend takes the token mean instead: L = (1/N) sum_t l_t(A_t) over the N
-action tokens of the update. Each loss above is positively homogeneous in A (or w):
-l_t(c A) = c l_t(A) for c > 0, clip and min included. So sending A'_t = w_t A_t, with w_t the
-token's weight in retrain's aggregation (1/N for the token mean), makes Tinker's sum equal
-retrain's loss, its gradient too, token by token. The same holds for any aggregation that is
-a positive per-token weighting fixed by the batch's shape (`fold_weights`).
+retrain's loss is instead L = sum_t w_t l_t(A_t) over the sampled tokens (the datums' loss
+masks), w_t the token's weight under `[training] loss_aggregation`: 1/N for the token mean
+(the local backend's batch.token_weights; `fold_weights` here). Each loss above is positively
+homogeneous in A (or w): l_t(c A) = c l_t(A) for c > 0, clip and min included. So sending
+A'_t = w_t A_t makes Tinker's sum equal retrain's loss, and its gradient too, token by token,
+for every aggregation: each is a positive per-token weighting fixed by the batch's shape.
+A masked token with a zero advantage contributes nothing in either form.
 
 Alignment: Tinker's position i reads `model_input[i]` and predicts `target_tokens[i]`, so a
 datum of L tokens becomes L-1 positions: inputs tokens[:-1], targets tokens[1:], and the
@@ -34,8 +35,8 @@ AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "cons
 
 def action_masks(datums: Sequence[Datum]) -> list[np.ndarray]:
     """Per datum, over its L-1 predicted positions: the tokens that take part in the loss
-    (a non-zero advantage, types.Datum)."""
-    return [np.asarray(d.advantages[1:], dtype=np.float64) != 0.0 for d in datums]
+    (its loss mask, types.Datum)."""
+    return [np.asarray(d.loss_mask()[1:], dtype=bool) for d in datums]
 
 
 def fold_weights(masks: Sequence[np.ndarray], aggregation: str = "token_mean", max_tokens: int = 0) -> list[np.ndarray]:
@@ -66,27 +67,31 @@ def fold_weights(masks: Sequence[np.ndarray], aggregation: str = "token_mean", m
 
 @dataclass(frozen=True)
 class TinkerDatum:
-    """One datum as Tinker takes it: model input ids and the named per-position inputs."""
+    """One datum as Tinker takes it: model input ids and the named per-position inputs.
+    `mask` (the loss mask over its positions) stays here: the diagnostics count it."""
 
     model_input: list[int]
     loss_fn_inputs: dict[str, np.ndarray]
+    mask: np.ndarray
 
 
 def rl_datums(datums: Sequence[Datum], aggregation: str = "token_mean", max_tokens: int = 0) -> list[TinkerDatum]:
     """Inputs of `importance_sampling` / `ppo`: targets, sampling logprobs, folded advantages."""
-    weights = fold_weights(action_masks(datums), aggregation, max_tokens)
+    masks = action_masks(datums)
+    weights = fold_weights(masks, aggregation, max_tokens)
     return [TinkerDatum(list(d.tokens[:-1]), {
         "target_tokens": np.asarray(d.tokens[1:], dtype=np.int64),
         "logprobs": np.asarray(d.logprobs[1:], dtype=np.float32),
         "advantages": (np.asarray(d.advantages[1:], dtype=np.float64) * w).astype(np.float32),
-    }) for d, w in zip(datums, weights, strict=True)]
+    }, m) for d, w, m in zip(datums, weights, masks, strict=True)]
 
 
 def sft_datums(datums: Sequence[Datum], loss_fn: str) -> list[TinkerDatum]:
     """Inputs of the supervised step: positive advantages mark target tokens, weighted by
     1 / (target tokens of the update) like the local backend's mean. cross_entropy takes them
     as `weights`; importance_sampling as advantages against zero sampling logprobs."""
-    targets = [np.clip(np.asarray(d.advantages[1:], dtype=np.float64), 0.0, None) for d in datums]
+    targets = [np.clip(np.asarray(d.advantages[1:], dtype=np.float64), 0.0, None) * m
+               for d, m in zip(datums, action_masks(datums), strict=True)]
     total = max(sum(int((t > 0).sum()) for t in targets), 1)
     out = []
     for d, t in zip(datums, targets, strict=True):
@@ -96,7 +101,7 @@ def sft_datums(datums: Sequence[Datum], loss_fn: str) -> list[TinkerDatum]:
         else:
             inputs["logprobs"] = np.zeros(len(t), dtype=np.float32)
             inputs["advantages"] = (t / total).astype(np.float32)
-        out.append(TinkerDatum(list(d.tokens[:-1]), inputs))
+        out.append(TinkerDatum(list(d.tokens[:-1]), inputs, t > 0))
     return out
 
 
@@ -118,7 +123,7 @@ def evaluate(loss_fn: str, datums: Sequence[TinkerDatum], logprobs: Sequence[np.
              config: dict[str, float] | None = None) -> Evaluated:
     """Tinker's documented loss of `datums` at the learner's `logprobs` (one array per datum,
     as `forward_backward` returns them), its gradient per position, and diagnostics over the
-    positions that carry an advantage. The backend reports its step's loss with this; the
+    masked positions, as the local backend counts them. The backend reports its step's loss with this; the
     parity tests compare it with the local backend's."""
     lo = (config or {}).get("clip_low_threshold", 0.8)
     hi = (config or {}).get("clip_high_threshold", 1.2)
@@ -142,10 +147,10 @@ def evaluate(loss_fn: str, datums: Sequence[TinkerDatum], logprobs: Sequence[np.
             # the clipped branch is the smaller one (and flat) exactly when it moved
             active = unclipped <= bounded
             grads.append(np.where(active, -ratio * adv, 0.0))
-            clipped += int((((ratio < lo) | (ratio > hi)) & (adv != 0)).sum())
+            clipped += int((((ratio < lo) | (ratio > hi)) & d.mask).sum())
         else:
             raise ValueError(f"unknown Tinker loss {loss_fn!r}")
-        on = adv != 0
+        on = d.mask
         counted += int(on.sum())
         kl += float(np.abs(delta[on]).sum())
     n = max(counted, 1)

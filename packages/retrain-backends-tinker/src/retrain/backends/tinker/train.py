@@ -31,6 +31,7 @@ from retrain.backends.tinker import adapter
 from retrain.backends.tinker.loss import (
     Evaluated,
     TinkerDatum,
+    action_masks,
     evaluate,
     rl_datums,
     sdk_datums,
@@ -71,6 +72,7 @@ class TinkerBackend:
         self.loss_config = ({"clip_low_threshold": 1.0 - t.clip_eps,
                              "clip_high_threshold": 1.0 + (t.clip_eps_high or t.clip_eps)} if t.clip_eps > 0 else None)
         self.sft_loss = effective_sft_loss(config)
+        self.aggregation, self.max_tokens = t.loss_aggregation, t.max_tokens
         o = config.optimizer
         self.adam = {"beta1": o.beta1, "beta2": o.beta2, "eps": o.eps, "grad_clip_norm": o.grad_clip_norm}
         self.client = self.sdk.ServiceClient(base_url=self.service.url or None, api_key=self.service.key.value,
@@ -159,19 +161,19 @@ class TinkerBackend:
         return evaluate(loss_fn, datums, logprobs, dict(config) if config else None)
 
     def train_step(self, datums: Sequence[Datum], lr: float, weight_decay: float) -> TrainOutput:
-        """One update on the token-mean policy loss (folded into the advantages, loss.py)."""
-        folded = rl_datums(datums)
-        tokens = sum(int((d.loss_fn_inputs["advantages"] != 0).sum()) for d in folded)
+        """One update on the policy loss, aggregated as configured (folded into the
+        advantages, loss.py)."""
+        tokens = sum(int(m.sum()) for m in action_masks(datums))
         if tokens == 0:
             return TrainOutput(loss=0.0, tokens=0)
+        folded = rl_datums(datums, self.aggregation, self.max_tokens)
         ev = self._update(self.loss_fn, folded, self.loss_config, lr, weight_decay)
         return TrainOutput(loss=ev.loss, tokens=tokens,
                            metrics={"clip_fraction": ev.clip_fraction, "policy/abs_kl": ev.abs_kl})
 
     def sft_step(self, datums: Sequence[Datum], lr: float, weight_decay: float) -> TrainOutput:
         folded = sft_datums(datums, self.sft_loss)
-        key = "weights" if self.sft_loss == "cross_entropy" else "advantages"
-        tokens = sum(int((d.loss_fn_inputs[key] > 0).sum()) for d in folded)
+        tokens = sum(int(d.mask.sum()) for d in folded)
         if tokens == 0:
             return TrainOutput(loss=0.0, tokens=0)
         ev = self._update(self.sft_loss, folded, None, lr, weight_decay)
