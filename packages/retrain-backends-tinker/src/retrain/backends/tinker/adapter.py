@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from retrain.backends.tinker.runtime import Service, TinkerError, describe_failure
+from retrain.backends.tinker.runtime import Service, TinkerError, base_url, describe_failure
 from retrain.io.atomic import write_dir_atomic
 
 WEIGHTS = "adapter_model.safetensors"
@@ -67,10 +67,7 @@ def download(svc: Service, tinker_path: str, dest: str | Path, *, base_model: st
     import httpx
 
     run, name = split_path(tinker_path)
-    from tinker.lib.base_url import resolve_base_url
-
-    base = str(resolve_base_url(svc.url or None)).rstrip("/")
-    url = f"{base}/api/v1/training_runs/{run}/checkpoints/{name}/archive"
+    url = f"{base_url(svc)}/api/v1/training_runs/{run}/checkpoints/{name}/archive"
     try:
         response = httpx.get(url, headers={"X-API-Key": svc.key.value}, follow_redirects=True, timeout=timeout_s)
         response.raise_for_status()

@@ -12,9 +12,10 @@ the step stops, and the run's last checkpoint stays as it was.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from retrain.backends.tinker.runtime import Secret, Service, TinkerError, describe_failure
@@ -73,6 +74,19 @@ class Remote:
             self.seconds[kind] += time.perf_counter() - t0
             self.counts[kind] += 1
         return result
+
+    @contextlib.contextmanager
+    def unrecorded(self) -> Iterator[None]:
+        """Calls made inside leave the step's timings and counts as they were (evaluation)."""
+        seconds, counts, waited = dict(self.seconds), dict(self.counts), self.throttle.waited_s
+        try:
+            yield
+        finally:
+            self.seconds.clear()
+            self.seconds.update(seconds)
+            self.counts.clear()
+            self.counts.update(counts)
+            self.throttle.waited_s = waited
 
     def metrics(self) -> dict[str, float | int]:
         """`tinker/<call>_s` wall seconds and the step's retries, since the previous call."""

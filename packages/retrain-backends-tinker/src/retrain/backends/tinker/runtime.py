@@ -89,3 +89,31 @@ def describe_failure(exc: BaseException, secret: Secret) -> str:
     if len(text) > 300:
         text = text[:300] + "..."
     return secret.scrub(f"{type(exc).__name__}: {text}")
+
+
+def base_url(svc: Service) -> str:
+    from tinker.lib.base_url import resolve_base_url
+
+    return str(resolve_base_url(svc.url or None)).rstrip("/")
+
+
+def served_models(sdk: Any, svc: Service, *, timeout_s: float) -> list[str]:
+    """The base models the service trains (`get_server_capabilities`); BackendUnavailable,
+    in one line without the key, when it does not answer.
+
+    One plain HTTP request goes first: the SDK's clients retry a refused connection for
+    minutes before they raise, so an unreachable service would otherwise look like a hang."""
+    import httpx
+
+    try:
+        httpx.get(f"{base_url(svc)}/api/v1/healthz", timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        raise BackendUnavailable(f"cannot reach the Tinker service at {svc.where}: "
+                                 f"{describe_failure(exc, svc.key)}") from None
+    try:
+        rest = sdk.RestClient(base_url=svc.url or None, api_key=svc.key.value)
+        caps = rest.get_server_capabilities().result(timeout=timeout_s)
+    except Exception as exc:
+        raise BackendUnavailable(f"cannot reach the Tinker service at {svc.where}: "
+                                 f"{describe_failure(exc, svc.key)}") from None
+    return [m.model_name for m in caps.supported_models or [] if m.model_name]

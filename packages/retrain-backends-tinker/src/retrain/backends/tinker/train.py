@@ -40,14 +40,15 @@ from retrain.backends.tinker.loss import (
 from retrain.backends.tinker.remote import Remote
 from retrain.backends.tinker.runtime import (
     TinkerError,
-    describe_failure,
     load_tinker,
     sdk_version,
+    served_models,
     service,
 )
 from retrain.backends.tinker.throttle import Throttle
 from retrain.backends.tokenizer import HFTokenizer
 from retrain.config.schema import TrainConfig
+from retrain.errors import UserError
 from retrain.io.atomic import write_dir_atomic
 from retrain.io.layout import TINKER_CHECKPOINT
 from retrain.training.warmup import effective_sft_loss
@@ -75,9 +76,9 @@ class TinkerBackend:
         self.aggregation, self.max_tokens = t.loss_aggregation, t.max_tokens
         o = config.optimizer
         self.adam = {"beta1": o.beta1, "beta2": o.beta2, "eps": o.eps, "grad_clip_norm": o.grad_clip_norm}
+        self._check_serves()  # before the SDK's clients, which retry an unreachable service for minutes
         self.client = self.sdk.ServiceClient(base_url=self.service.url or None, api_key=self.service.key.value,
                                              user_metadata={"created_by": "retrain"})
-        self._check_serves()
         self.training = self.remote.call("create_lora_training_client", lambda: self.client.create_lora_training_client(
             base_model=self.base_model, rank=self.rank, seed=self.seed, train_mlp=bool(opts.get("train_mlp", True)),
             train_attn=bool(opts.get("train_attn", True)), train_unembed=bool(opts.get("train_unembed", True))))
@@ -85,16 +86,13 @@ class TinkerBackend:
         self.sampler: Any = None
         self.sampler_path = ""
         self.stale = True  # trained since the sampler's weights were saved
+        self.updates = 0  # optimizer steps taken by this process
+        self.eval_sampler: Any = None
+        self.eval_version = -1  # `updates` when eval_sampler's weights were saved
 
     def _check_serves(self) -> None:
         """Fail fast, in one line, when the service is unreachable or lacks the base model."""
-        rest = self.sdk.RestClient(base_url=self.service.url or None, api_key=self.service.key.value)
-        try:
-            caps = rest.get_server_capabilities().result(timeout=min(self.remote.timeout_s, 60.0))
-        except Exception as exc:
-            raise BackendUnavailable(f"cannot reach the Tinker service at {self.service.where}: "
-                                     f"{describe_failure(exc, self.service.key)}") from None
-        served = [m.model_name for m in caps.supported_models or [] if m.model_name]
+        served = served_models(self.sdk, self.service, timeout_s=min(self.remote.timeout_s, 60.0))
         if served and self.base_model not in served:
             raise BackendUnavailable(f"the Tinker service at {self.service.where} does not serve "
                                      f"[model] model = {self.base_model!r}; it serves: {', '.join(served)}")
@@ -118,14 +116,36 @@ class TinkerBackend:
 
     def sample(self, prompts: Sequence[Sequence[int]], num_samples: int,
                params: SamplingParams) -> list[list[Completion]]:
+        """Request seeds derive from the run's seed and `params.batch_id`, or from
+        `params.seed` for a seeded (evaluation) call, whose remote calls are left out of the
+        step's timings."""
         if params.want_entropy:
             raise RuntimeError("the Tinker service returns no token entropies (want_entropy)")
         if params.min_p > 0:
             raise RuntimeError("the Tinker sampler has no min_p")
-        if self.sampler is None:
-            self.checkpoint("initial")
-        sampler = self.sampler
-        batch = params.seed if params.seed is not None else params.batch_id
+        if params.seed is None:
+            if self.sampler is None:
+                self.checkpoint("initial")
+            return self._sample(self.sampler, prompts, num_samples, params, params.batch_id)
+        with self.remote.unrecorded():
+            return self._sample(self._latest_sampler(), prompts, num_samples, params, params.seed)
+
+    def _latest_sampler(self) -> Any:
+        """A sampler of the latest trained weights for a seeded call. The training sampler
+        is left as it is: with max_async_level = 1 a batch sampled concurrently must keep
+        the weights its policy version names."""
+        if self.sampler is not None and not self.stale:
+            return self.sampler
+        if self.eval_sampler is None or self.eval_version != self.updates:
+            saved = self.remote.call("save_weights_for_sampler",
+                                     lambda: self.training.save_weights_for_sampler(self._name("eval")))
+            self.eval_sampler = self.remote.call("create_sampling_client",
+                                                 lambda: self.training.create_sampling_client(saved.path))
+            self.eval_version = self.updates
+        return self.eval_sampler
+
+    def _sample(self, sampler: Any, prompts: Sequence[Sequence[int]], num_samples: int, params: SamplingParams,
+                batch: int | None) -> list[list[Completion]]:
         seeds = request_seeds(self.seed, batch, len(prompts)) or [None] * len(prompts)
 
         def submit(ids: Sequence[int], seed: int | None) -> Any:
@@ -157,6 +177,7 @@ class TinkerBackend:
         result = self.remote.wait("forward_backward", fb)
         self.remote.wait("optim_step", step)
         self.stale = True
+        self.updates += 1
         logprobs = [np.asarray(o["logprobs"].tolist(), dtype=np.float64) for o in result.loss_fn_outputs]
         return evaluate(loss_fn, datums, logprobs, dict(config) if config else None)
 
@@ -191,22 +212,55 @@ class TinkerBackend:
 
         return str(write_dir_atomic(path, fill))
 
-    def load_checkpoint(self, path: str) -> None:
+    def _record(self, path: str | Path) -> dict[str, Any]:
         record = read_checkpoint(path)
         for key, mine in (("base_model", self.base_model), ("lora_rank", self.rank)):
             if record.get(key) != mine:
                 raise TinkerError(f"checkpoint {path} was trained with {key} = {record.get(key)!r}; "
                                   f"this run has {mine!r}")
+        return record
+
+    def _load_state(self, state_path: str, *, optimizer: bool) -> None:
+        kind = "load_state_with_optimizer" if optimizer else "load_state"
         with warnings.catch_warnings():
-            # deprecated in SDK 0.38 for create_training_client_from_state_with_optimizer, which
-            # servers without model creation on load (skyrl-tx) refuse; both restore the same state
+            # deprecated in SDK 0.38 for create_training_client_from_state[_with_optimizer],
+            # which servers without model creation on load (skyrl-tx) refuse; both restore the
+            # same state into a training client
             warnings.simplefilter("ignore", FutureWarning)
-            self.remote.call("load_state_with_optimizer",
-                             lambda: self.training.load_state_with_optimizer(record["state_path"]))
+            self.remote.call(kind, lambda: getattr(self.training, kind)(state_path))
+
+    def load_checkpoint(self, path: str) -> None:
+        record = self._record(path)
+        self.updates += 1
+        self._load_state(record["state_path"], optimizer=True)
         self.seed = int(record["seed"])
         if record.get("sampler_path"):
             self._use_sampler(record["sampler_path"])
             self.stale = bool(record.get("sampler_stale", True))
+
+    def load_adapter(self, path: str) -> None:
+        """Sample from saved weights (`retrain eval`): a checkpoint folder's sampler weights
+        (its training state's when they were stale), or the service weights a downloaded
+        adapter came from. The training client's optimizer state is left as it is."""
+        folder = Path(path)
+        self.updates += 1
+        if (folder / CHECKPOINT).is_file():
+            record = self._record(folder)
+            if record.get("sampler_path") and not record.get("sampler_stale", True):
+                self._use_sampler(record["sampler_path"])
+            else:
+                self._load_state(record["state_path"], optimizer=False)
+                self.stale = True
+                self.checkpoint(folder.name)
+            self.stale = False
+            return
+        source = folder / adapter.SOURCE
+        if not source.is_file():
+            raise UserError(f"{path} holds neither {CHECKPOINT} nor {adapter.SOURCE}: evaluating an adapter that "
+                            "was not trained on the Tinker service (uploading it) is not built yet",
+                            hint="pass a checkpoint or final folder of a run with backend = \"tinker\"")
+        self._use_sampler(json.loads(source.read_text())["tinker_path"])
+        self.stale = False
 
     def save_adapter(self, path: str) -> str:
         """The final sampler weights, downloaded into `path` as a peft adapter folder."""
