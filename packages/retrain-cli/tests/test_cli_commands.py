@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from retrain.config.schema import LOSS_AGGREGATIONS
 from retrain.commands.init.templates import TEMPLATES
 
 REPO = Path(__file__).resolve().parents[3]
@@ -136,7 +137,9 @@ def test_backends_json(cli, fake_backend) -> None:  # type: ignore[no-untyped-de
         assert by_name[name]["contract"] == ("1.0" if installed else None), name
     local = bool(metadata.entry_points(group="retrain.backends", name="local"))
     assert by_name["local"]["status"] == ("available" if local else "not installed")
-    assert by_name["tinker"]["status"] == "not built yet in this version"
+    tinker = bool(metadata.entry_points(group="retrain.backends", name="tinker"))
+    assert by_name["tinker"]["status"] == ("available" if tinker else "not installed")
+    assert by_name["tinker"]["capabilities"]["loss_aggregations"] == list(LOSS_AGGREGATIONS)
     assert by_name["prime_rl"]["status"] == "not built yet in this version"
     assert "train_microbatch_size" in by_name["local"]["option_schema"]
     assert data["plugin"]["entry_point_group"] == "retrain.backends"
@@ -208,7 +211,7 @@ def test_migrate_config_conflicts(cli, tmp_path: Path, args: list[str]) -> None:
 
 def test_backends_say_what_is_not_built(cli) -> None:  # type: ignore[no-untyped-def]
     text = cli("backends").stdout
-    assert "tinker    not built yet in this version" in text and "unsloth   not built yet in this version" in text
+    assert "prime_rl  not built yet in this version" in text and "unsloth   not built yet in this version" in text
     assert "not built yet (32, refused when set): " in text and "liger_kernel" in text and "sample_kv_quantization" in text
     local = {b["name"]: b for b in json.loads(cli("backends", "--json").stdout)["builtins"]}["local"]
     schema = local["option_schema"]
