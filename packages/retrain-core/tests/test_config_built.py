@@ -71,9 +71,6 @@ LISTED_IN_THE_ISSUE = {
     "[training] sft_batch_order": "[training]\nsft_batch_order = 'length'\n",
     "[logging] checkpoint_artifacts": "[logging]\ncheckpoint_artifacts = 'wandb'\nwandb_project = 'p'\n",
     "[logging] generation_top_surprisal_limit": "[logging]\ngeneration_top_surprisal_limit = 5\n",
-    "[model] base_url": "[model]\nbase_url = 'http://x'\n",
-    "[backend] throttle_dir": "[backend]\nthrottle_dir = '/tmp/t'\n",
-    "[backend] max_concurrent": "[backend]\nmax_concurrent = 2\n",
     "[backend] devices": "[backend]\ndevices = 'gpu:0,gpu:1'\n",
     "[training] trainer": "[training]\ntrainer = 'sft'\n",
     "[training] tl_grpo_branch_size": "[training]\ntl_grpo_branch_size = 8\n",
@@ -88,6 +85,22 @@ LISTED_IN_THE_ISSUE = {
     "[backend.options] train_unsloth_fused_ce": "[backend.options]\ntrain_unsloth_fused_ce = 'auto'\n",
     "[backend.options] strict_deterministic": "[backend.options]\nstrict_deterministic = true\n",
 }
+
+
+TINKER_ONLY = {
+    "[model] base_url": "[model]\nbase_url = 'http://x'\n",
+    "[backend] throttle_dir": "[backend]\nthrottle_dir = '/tmp/t'\n",
+    "[backend] max_concurrent": "[backend]\nmax_concurrent = 2\n",
+}
+
+
+@pytest.mark.parametrize("label", sorted(TINKER_ONLY))
+def test_tinker_keys_are_refused_on_other_backends(tmp_path: Path, label: str) -> None:
+    errs = errors_of(tmp_path, TINKER_ONLY[label])
+    assert len(errs) == 1 and f'{label}: is read only by backend = "tinker"' in errs[0], errs
+    live = tmp_path / "tinker.toml"
+    live.write_text("[backend]\nbackend = 'tinker'\n" + TINKER_ONLY[label].replace("[backend]\n", ""))
+    assert load_config(live).config.backend.backend == "tinker"  # live there
 
 
 @pytest.mark.parametrize("label", sorted(LISTED_IN_THE_ISSUE))
@@ -252,8 +265,9 @@ def test_the_walk_sees_real_reads(sources: list[tuple[str, ast.Module]]) -> None
     read: set[tuple[str, str]] = set()
     for _, tree in sources:
         read |= section_reads(tree)
-    assert {("training", "lr"), ("optimizer", "beta1"), ("sepa", "delay_steps"), ("logging", "wandb_tags")} <= read
-    assert not {("model", "base_url"), ("backend", "throttle_dir"), ("echo", "weight")} & read
+    assert {("training", "lr"), ("optimizer", "beta1"), ("sepa", "delay_steps"), ("logging", "wandb_tags"),
+            ("model", "base_url"), ("backend", "throttle_dir")} <= read
+    assert not {("echo", "weight"), ("training", "tl_grpo_branch_size")} & read
 
 
 def test_the_table_names_real_keys_and_options() -> None:
