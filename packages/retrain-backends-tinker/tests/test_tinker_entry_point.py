@@ -53,7 +53,7 @@ def test_an_unreachable_service_fails_fast_without_the_key(monkeypatch: pytest.M
     monkeypatch.setenv("TINKER_API_KEY", KEY)
     config = unreachable_config({"call_timeout_s": 5})
     t0 = time.monotonic()
-    with pytest.raises(BackendUnavailable, match="cannot reach the Tinker service at http://127.0.0.1:") as err:
+    with pytest.raises(BackendUnavailable, match=r"cannot reach the Tinker service at http://127\.0\.0\.1:") as err:
         create_backend(config)
     assert time.monotonic() - t0 < 30 and KEY not in str(err.value) and "\n" not in str(err.value)
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from retrain.config.schema import LOSS_AGGREGATIONS
 from retrain.commands.init.templates import TEMPLATES
+from retrain.config.schema import LOSS_AGGREGATIONS
 
 REPO = Path(__file__).resolve().parents[3]
 DATA = REPO / "tests" / "data"

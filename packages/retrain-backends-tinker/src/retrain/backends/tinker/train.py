@@ -146,7 +146,8 @@ class TinkerBackend:
 
     def _sample(self, sampler: Any, prompts: Sequence[Sequence[int]], num_samples: int, params: SamplingParams,
                 batch: int | None) -> list[list[Completion]]:
-        seeds = request_seeds(self.seed, batch, len(prompts)) or [None] * len(prompts)
+        drawn = request_seeds(self.seed, batch, len(prompts))
+        seeds: list[int | None] = list(drawn) if drawn is not None else [None] * len(prompts)
 
         def submit(ids: Sequence[int], seed: int | None) -> Any:
             sp = self.types.SamplingParams(max_tokens=params.max_tokens, temperature=params.temperature,
