@@ -103,9 +103,12 @@ def test_cli_and_tinker_backend_install_without_torch_and_train(wheels: Path, tm
     # and it trains: two RL steps and a checkpoint against the Tinker test server
     run = tmp_path / "run"
     run.mkdir()
-    done = retrain(write_run(run, tx_server, eval_every=0, max_steps=2, save_every=2), python=str(py), timeout=600)
+    # (step 1 sampled while step 0 trains: max_async_level = 1)
+    cfg = write_run(run, tx_server, eval_every=0, max_steps=2, save_every=2, max_async_level=1)
+    done = retrain(cfg, python=str(py), timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = read_jsonl(run / "logs" / "metrics.jsonl")
     assert [r["step"] for r in rows] == [0, 1] and all("mean_reward" in r for r in rows)
+    assert [r["async/policy_lag"] for r in rows] == [0, 1]
     assert all(r["tinker/forward_backward_s"] > 0 for r in rows if not r["skipped"])
     assert (run / "adapters" / "final" / "adapter_model.safetensors").is_file()

@@ -58,6 +58,9 @@ def test_server_engines_and_their_keys_are_live(tmp_path: Path) -> None:
         assert NOT_BUILT_TEXT in errors_of(tmp_path, f'[inference]\nengine = "{engine}"\n')[0]
     errs = errors_of(tmp_path, "[training]\nmax_async_level = 1\n")
     assert len(errs) == 1 and "[training] max_async_level" in errs[0] and "inference server" in errs[0]
+    # the Tinker service samples apart from the weights that train
+    (tmp_path / "tinker.toml").write_text("[backend]\nbackend = 'tinker'\n[training]\nmax_async_level = 1\n")
+    assert load_config(tmp_path / "tinker.toml").config.training.max_async_level == 1
     errs = errors_of(tmp_path, '[inference]\nengine = "vllm"\nurl = "localhost:8000"\n')
     assert "[inference] url" in errs[0] and "http://" in errs[0]
 

@@ -225,7 +225,7 @@ class TrainingConfig(Section):
     max_async_level: Annotated[
         int,
         F("0 = sample, then train; 1 = sample step k+1 on the inference server while step k trains "
-          "(one step off-policy; needs an inference server engine).", ge=0, le=1),
+          "(one step off-policy; needs an inference server engine or backend = tinker).", ge=0, le=1),
     ] = 0
     lr: Annotated[float, F("Learning rate.", gt=0)] = 4e-5
     weight_decay: Annotated[float, F("AdamW weight decay.")] = 0.0
