@@ -115,12 +115,17 @@ def test_log_dir_holding_a_run_is_not_overwritten(cli, fake_backend, tmp_path: P
     assert (logs / "metrics.jsonl").read_text() == '{"step": 0}\n'
 
 
-def test_campaign_run_is_not_available_yet(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_campaign_and_squeeze_bad_input(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "c.toml").write_text("[campaign]\nseeds = [1]\n")
-    check(cli("c.toml"), "campaign runs are not built yet in this version")
     check(cli("c.toml", "--lr", "1"), "override flags apply to single runs")
+    (tmp_path / "d.toml").write_text("[campaign]\nseeds = [1]\nsummary_script = 'nope.py'\n")
+    check(cli("d.toml"), "summary_script = 'nope.py': no such file")
+    (tmp_path / "e.toml").write_text("[campaign]\nexecutor = 'slurm'\n")
+    check(cli("e.toml"), "[campaign]", "slurm")
     (tmp_path / "s.toml").write_text("[squeeze]\nadapter_path = 'a'\n")
-    check(cli("s.toml"), "squeeze runs are not built yet in this version")
+    check(cli("s.toml"), "a: no adapter_model.safetensors there")
+    (tmp_path / "t.toml").write_text("[squeeze]\nadapter_path = 'a'\ndevice = 'cuda'\n")
+    check(cli("t.toml"), "t.toml:3: [squeeze] device: squeezing on 'cuda' is not built yet")
 
 
 def test_real_process_exit_code(cli_process, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

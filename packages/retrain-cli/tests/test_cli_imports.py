@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-HEAVY = ("torch", "transformers", "peft", "tinker", "verifiers", "triton", "unsloth", "numpy.linalg", "fastapi",
+HEAVY = ("torch", "transformers", "peft", "tinker", "verifiers", "triton", "unsloth", "ray", "numpy.linalg", "fastapi",
          "uvicorn")
 
 PROBE = """
@@ -32,6 +32,7 @@ print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {{h.split('
     ["init", "--list"], ["migrate-config", "retrain.toml", "--check"], ["--version"], ["status", "--json"],
     ["serve", "--help"],
     ["eval", "--help"], ["eval", "retrain.toml", "--adapter", "a", "--run", "b"],
+    ["man", "squeeze"], ["benchmark"], ["tree", "--json"],
 ])
 def test_no_heavy_imports(args: list[str]) -> None:
     code = PROBE.format(HEAVY=HEAVY)

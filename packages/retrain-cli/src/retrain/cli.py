@@ -341,6 +341,34 @@ def diff_cmd(
     guarded(run, targets, as_json, plot)
 
 
+@app.command("benchmark", context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+             options_metavar="CONFIG|RUN_DIR|SUITE_DIR [--repeat N] [--output-dir DIR] [--json] [--flag value ...]")
+def benchmark_cmd(
+    ctx: typer.Context,
+    repeat: Annotated[int, typer.Option("--repeat", help="Runs of CONFIG, each a fresh process.")] = 3,
+    output_dir: Annotated[str | None, typer.Option("--output-dir", help="Suite folder (default beside log_dir).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Run CONFIG --repeat times and show the spread (wall, s/step, tokens/s, final reward);
+    or summarise a finished run folder or benchmark suite folder."""
+    from retrain.commands.benchmark.run import run
+
+    guarded(run, list(ctx.args), repeat, output_dir, as_json)
+
+
+@app.command("tree", context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+             options_metavar="[next | show NODE | run NODE | note NODE TEXT | eval | reset NODE] [TREE.toml] [--json]")
+def tree_cmd(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output (view, show).")] = False,
+) -> None:
+    """The experiment tree in TREE.toml (default ./tree.toml): nodes that run a config or a
+    campaign, a success condition on its metrics, and the nodes each outcome unlocks."""
+    from retrain.commands.tree.run import run
+
+    guarded(run, list(ctx.args), as_json)
+
+
 def main(argv: list[str] | None = None) -> Any:
     """Console-script entry point."""
     return app(args=argv, prog_name="retrain")

@@ -510,6 +510,19 @@ class CampaignConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         list[dict[str, Any]],
         F("[[campaign.conditions]]: advantage_mode, transform_mode and any field overrides."),
     ] = msgspec.field(default_factory=list)
+    executor: Annotated[
+        Literal["local", "ray"],
+        F("Where runs execute: local (in-process, or worker processes with parallel) or ray "
+          "(one Ray task per run; needs the retrain-cli[ray] extra)."),
+    ] = "local"
+    ray_address: Annotated[
+        str, F("Ray cluster to join (\"auto\", \"ray://host:10001\"); empty = start a local Ray instance.")
+    ] = ""
+    num_cpus: Annotated[float, F("Ray: CPUs each run reserves.", ge=0)] = 1.0
+    num_gpus: Annotated[float, F("Ray: GPUs each run reserves.", ge=0)] = 0.0
+    max_retries: Annotated[
+        int, F("Ray: times a run whose worker or node died is restarted from its last checkpoint.", ge=0)
+    ] = 2
 
 
 class SqueezeConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

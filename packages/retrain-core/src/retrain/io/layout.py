@@ -19,6 +19,20 @@ TRAINER_STATE = "trainer_state.json"
 LATEST_SAMPLER = "latest_sampler_path.txt"
 #: a campaign directory's index of its runs
 MANIFEST = "manifest.json"
+#: in a campaign directory: the results per condition, written when the campaign ends
+CAMPAIGN_SUMMARY = "campaign_summary.json"
+#: in a campaign directory: each run's resolved config (`configs/<run_name>.toml`)
+CAMPAIGN_CONFIGS = "configs"
+#: in a campaign directory: the run directories (`runs/<run_name>/`)
+CAMPAIGN_RUNS = "runs"
+#: in a run directory of a campaign's worker process: its captured output
+STDOUT = "stdout.log"
+STDERR = "stderr.log"
+#: beside a tree file: the experiment tree's progress
+TREE_STATE = "tree_state.json"
+#: in a benchmark suite directory
+BENCHMARK_META = "benchmark_meta.json"
+BENCHMARK_SUMMARY = "benchmark_summary.json"
 
 #: checkpoint directory names under `[backend] adapter_path`
 FINAL = "final"

@@ -10,6 +10,7 @@ from retrain.backends import catalog
 from retrain.config.load import LoadedConfig
 from retrain.config.schema import SqueezeConfig, TrainConfig
 from retrain.config.snapshot import sanitize
+from retrain.io import layout
 from retrain.registry.health import dependency_warnings
 from retrain.training.resume import resume_contract
 from retrain.training.warmup import effective_sft_loss
@@ -113,10 +114,12 @@ def single_summary(loaded: LoadedConfig) -> dict[str, Any]:
 
 
 def campaign_summary(loaded: LoadedConfig) -> dict[str, Any]:
+    from retrain.campaign.expand import expand
     from retrain.campaign.parse import parse_campaign
 
     assert loaded.source is not None
     plan = parse_campaign(loaded.source, loaded)
+    campaign = expand(plan, loaded.source)
     base = single_summary(loaded)
     return {
         "mode": "campaign",
@@ -129,7 +132,10 @@ def campaign_summary(loaded: LoadedConfig) -> dict[str, Any]:
         "seeds": list(plan.settings.seeds),
         "max_steps": plan.max_steps,
         "parallel": plan.settings.parallel,
+        "executor": plan.settings.executor,
         "total_runs": plan.total_runs,
+        "campaign_dir": str(campaign.dir),
+        "resumes": (campaign.dir / layout.MANIFEST).is_file(),
         "warnings": base["warnings"],
         "dep_warnings": base["dep_warnings"],
     }

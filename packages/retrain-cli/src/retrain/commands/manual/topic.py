@@ -28,6 +28,9 @@ ALIASES = {
     "prometheus": "status",
     "evaluation": "eval",
     "pass@k": "eval",
+    "lora-squeeze": "squeeze",
+    "experiment-tree": "tree",
+    "bench": "benchmark",
 }
 
 

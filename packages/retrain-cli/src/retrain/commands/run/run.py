@@ -19,8 +19,13 @@ def run(args: list[str]) -> None:
         if overrides:
             raise UserError(f"override flags apply to single runs; {path} is a {kind} config",
                              hint=f"edit the file's [{kind}] table or its base sections instead")
-        raise UserError(f"{kind} runs are not built yet in this version ({path})",
-                         hint="`retrain explain` previews it")
+        if kind == "campaign":
+            from retrain.commands.run.campaign import run as run_campaign
+
+            return run_campaign(str(path))
+        from retrain.commands.run.squeeze import run as run_squeeze
+
+        return run_squeeze(str(path))
     loaded = load_config(path, overrides)
     print_warnings(loaded.warnings)
     train(loaded.config, loaded.path)

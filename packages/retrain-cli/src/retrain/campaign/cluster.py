@@ -1,0 +1,135 @@
+"""Ray campaigns: each run is one Ray task reserving the run's `num_cpus` / `num_gpus`, on a
+Ray instance started here (`ray_address` empty) or on the cluster `ray_address` names.
+
+Contracts:
+- Log and adapter dirs must be on a path every node sees (the campaign dir is resolved to an
+  absolute path); tasks read their config from `configs/<run>.toml` there.
+- The driver alone writes the manifest.
+- A task whose worker process or node dies (a Ray system error, not an exception of the run)
+  is submitted again, up to `max_retries` times; the new attempt finds the run's log dir and
+  resumes from its last checkpoint. An exception inside the run fails it without retry: it
+  would fail the same way again.
+- Each task runs in a fresh worker process (`max_calls=1`), so no model, CUDA context or
+  environment variable outlives its run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from retrain.campaign.expand import Campaign, RunSpec
+from retrain.campaign.manifest import ManifestFile
+from retrain.campaign.parallel import POLL_S, progress
+from retrain.campaign.progress import CampaignView
+from retrain.errors import UserError
+
+RAY_HINT = "install the Ray extra: pip install 'retrain-cli[ray]' (or uv sync --extra ray)"
+_CRASH = "RETRAIN_CRASH_AT"
+
+
+def run_task(config_path: str, import_roots: list[str], cwd: str, crash_at: str) -> dict[str, str]:
+    """One run inside a Ray worker: load and validate its config there, train or resume it."""
+    import msgspec
+
+    from retrain.campaign.worker import resume_from
+    from retrain.config import load_config
+    from retrain.training.console import SilentReporter
+    from retrain.training.trainer import train
+
+    sys.path[:0] = [r for r in import_roots if r not in sys.path]
+    if os.path.isdir(cwd):
+        os.chdir(cwd)
+    if crash_at:
+        os.environ[_CRASH] = crash_at
+    else:
+        os.environ.pop(_CRASH, None)
+    try:
+        config = load_config(config_path).config
+        config = msgspec.structs.replace(config, resume=msgspec.structs.replace(
+            config.resume, from_=resume_from(Path(config.logging.log_dir))))
+        train(config, SilentReporter(), config_path=config_path)
+    except Exception as exc:
+        return {"status": "failed", "error": f"exception:{type(exc).__name__}: {exc}"}
+    return {"status": "finished", "error": ""}
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise UserError("[campaign] executor = \"ray\" needs Ray, which is not installed", hint=RAY_HINT) from None
+    return ray
+
+
+@dataclass
+class Task:
+    run: RunSpec
+    ref: Any
+
+
+def run_on_ray(campaign: Campaign, runs: list[RunSpec], manifest: ManifestFile, view: CampaignView) -> None:
+    ray = _ray()
+    settings = campaign.settings
+    started_here = not ray.is_initialized()
+    if started_here:
+        try:
+            ray.init(address=settings.ray_address or None, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
+        except ConnectionError as exc:
+            raise UserError(f"[campaign] ray_address = {settings.ray_address!r}: {exc}",
+                            hint='leave ray_address empty to start a local Ray instance, or "auto" to join '
+                                 "the cluster this machine belongs to") from None
+    remote = ray.remote(max_calls=1, max_retries=0)(run_task).options(
+        num_cpus=settings.num_cpus, num_gpus=settings.num_gpus)
+    crash = os.environ.get(_CRASH, "")
+    target = os.environ.get("RETRAIN_CRASH_RUN")
+
+    def submit(run: RunSpec) -> Task:
+        manifest.started(run.name)
+        attempt = manifest.entry(run.name).attempts
+        view.started(run.name, attempt)
+        fault = crash if attempt == 1 and (target is None or target == run.name) else ""
+        return Task(run, remote.remote(str(campaign.config_path(run)), campaign.import_roots, os.getcwd(), fault))
+
+    limit = settings.max_workers or len(runs)
+    pending = list(runs)
+    tasks: dict[Any, Task] = {}
+    try:
+        while pending or tasks:
+            while pending and len(tasks) < limit:
+                task = submit(pending.pop(0))
+                tasks[task.ref] = task
+            ready, _ = ray.wait(list(tasks), num_returns=1, timeout=POLL_S)
+            for task in tasks.values():
+                progress(view, task.run, campaign.max_steps)
+            for ref in ready:
+                task = tasks.pop(ref)
+                name = task.run.name
+                try:
+                    result = ray.get(ref)
+                except ray.exceptions.RayTaskError as exc:
+                    result = {"status": "failed", "error": str(exc).splitlines()[0]}
+                except ray.exceptions.RayError as exc:
+                    attempts = manifest.entry(name).attempts
+                    reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
+                    if attempts <= settings.max_retries:
+                        view.message(f"{name}: attempt {attempts} lost its worker ({reason}); resuming "
+                                     f"from its last checkpoint")
+                        retry = submit(task.run)
+                        tasks[retry.ref] = retry
+                        continue
+                    result = {"status": "failed", "error": f"worker lost {attempts} times; last: {reason}"}
+                manifest.ended(name, result["status"], result["error"])
+                view.ended(name, result["status"], result["error"])
+    except KeyboardInterrupt:
+        for task in tasks.values():
+            ray.cancel(task.ref, force=True)
+            manifest.ended(task.run.name, "interrupted", "interrupted", None)
+        raise
+    finally:
+        if started_here:
+            ray.shutdown()

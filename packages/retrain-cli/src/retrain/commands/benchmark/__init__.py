@@ -1,0 +1,1 @@
+"""`retrain benchmark`: repeated runs and their spread."""

@@ -1,0 +1,1 @@
+"""`retrain tree`: the experiment tree."""
