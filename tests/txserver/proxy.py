@@ -41,6 +41,7 @@ class FaultProxy:
         self.faults = Faults()
         self.seen: Counter[str] = Counter()
         self.injected: Counter[str] = Counter()  # "429", "died"
+        self.died_at = 0.0  # time.monotonic() of the death
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -66,6 +67,7 @@ class FaultProxy:
         if (death := self.faults.death) is not None and path.endswith(death[0]) and self.seen[path] >= death[1]:
             self.faults.death = None
             self.injected["died"] += 1
+            self.died_at = time.monotonic()
             self.stop()
             await asyncio.sleep(3600)  # cancelled by the shutdown: the connection drops unanswered
             return
@@ -97,7 +99,7 @@ class FaultProxy:
 
     # lifecycle --------------------------------------------------------------------------
     def start(self) -> FaultProxy:
-        config = uvicorn.Config(self, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off",
+        config = uvicorn.Config(self, host="127.0.0.1", port=self.port, log_level="critical", lifespan="off",
                                 timeout_graceful_shutdown=0)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, daemon=True)
