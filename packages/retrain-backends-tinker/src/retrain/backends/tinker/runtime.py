@@ -7,6 +7,7 @@ SDK and to nothing else: every message this package raises passes through `Secre
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 from dataclasses import dataclass
 from importlib import metadata
@@ -46,10 +47,25 @@ def version_problem(version: str) -> str | None:
     return None
 
 
+class _DropTorchAdvice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "PyTorch was not found" not in record.getMessage()
+
+
 def load_tinker() -> Any:
-    """The `tinker` module, imported only when a run starts."""
+    """The `tinker` module, imported only when a run starts.
+
+    transformers (the SDK's tokenizers) logs at import that it found no PyTorch: addressed to
+    users of its models, which this backend never loads. That one record is dropped, during
+    that import only."""
     if problem := version_problem(sdk_version()):
         raise BackendUnavailable(problem)
+    log, drop = logging.getLogger("transformers"), _DropTorchAdvice()
+    log.addFilter(drop)
+    try:
+        importlib.import_module("transformers")
+    finally:
+        log.removeFilter(drop)
     return importlib.import_module("tinker")
 
 
