@@ -67,6 +67,6 @@ def run(as_json: bool, config: str | None = None) -> None:
     server = r.get("inference_server")
     if isinstance(server, dict):
         lines += ["", server_line(server)]
-    elif "inference_server" in r:
+    elif "inference_server" in r and not isinstance(service, dict):
         lines += ["", 'Inference: engine = "pytorch" samples in-process (no server to probe)']
     print("\n".join(lines))
