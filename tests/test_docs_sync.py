@@ -28,3 +28,11 @@ def test_nav_pages_exist() -> None:
     assert nav
     for page in nav:
         assert (REPO / "docs" / page).is_file(), page
+
+
+def test_examples_are_the_init_templates() -> None:
+    from retrain.commands.init.templates import TEMPLATES
+
+    for name in ("verifiers", "openenv"):
+        example = (REPO / "examples" / f"{name}.toml").read_text(encoding="utf-8")
+        assert example == TEMPLATES[name].text(), f"examples/{name}.toml differs from `retrain init -t {name}`"

@@ -87,6 +87,13 @@ def test_tree_runs_notes_and_unlocks(tmp_path: Path, monkeypatch: pytest.MonkeyP
     rows = read_jsonl(tmp_path / "logs" / "base" / "metrics.jsonl")
     assert state["base"]["result"]["mean_reward"] == round(rows[-1]["mean_reward"], 4)
     assert state["base"]["annotations"][0]["text"] == "first try, seed 3"
+    # `eval` decides a done node that has no outcome yet (e.g. its run was resumed elsewhere)
+    state["base"]["outcome"], state["base"]["result"] = None, {}
+    (tmp_path / "tree_state.json").write_text(json.dumps(state))
+    code, out, _ = tree("eval")
+    assert code == 0 and out.startswith("base: success (mean_reward=")
+    assert json.loads((tmp_path / "tree_state.json").read_text())["base"]["outcome"] == "success"
+    assert tree("eval")[1].startswith("Nothing to evaluate")
     code, out, _ = tree("--json")
     nodes = {n["id"]: n for n in json.loads(out)["nodes"]}
     assert nodes["base"]["outcome"] == "success" and nodes["bigger"]["status"] == "pending"
@@ -115,6 +122,12 @@ def test_benchmark_repeats_and_summaries(tmp_path: Path) -> None:
     agg = data["aggregate"]["wall_time_s"]
     assert agg["minimum"] == min(walls) and agg["maximum"] == max(walls)
     assert agg["stdev"] == pytest.approx(abs(walls[0] - walls[1]) / 2)
+    # the spread of s/step, tokens/s and the final reward, as the issue asks
+    assert {"mean_step_time_s", "mean_tokens_per_second", "final_mean_reward"} <= set(data["aggregate"])
+    for r in data["runs"]:
+        rows = read_jsonl(Path(r["path"]) / "metrics.jsonl")
+        assert r["mean_step_time_s"] == pytest.approx(r["wall_time_s"] / 2)
+        assert r["mean_tokens_per_second"] == pytest.approx(sum(x["tokens_per_second"] for x in rows) / 2)
     # seeded: the repeats train identically, only their timings differ
     assert data["runs"][0]["final_mean_reward"] == data["runs"][1]["final_mean_reward"]
     assert data["aggregate"]["final_mean_reward"]["stdev"] == 0

@@ -13,6 +13,7 @@ from retrain.campaign.parse import parse_campaign
 from retrain.campaign.summary import format_table, summarize
 from retrain.config import load_config
 from retrain.errors import UserError
+from retrain.evaluation.row import EvalRow
 from retrain.training.faults import run_environ
 
 CAMPAIGN = """
@@ -96,26 +97,41 @@ def write_run(folder: Path, rewards: list[float], pass1: float | None = None, fi
     rows += [{"step": i, "mean_reward": r, "step_time_s": 0.5} for i, r in enumerate(rewards)]
     (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     if pass1 is not None:
-        (folder / "eval.jsonl").write_text(json.dumps({"step": len(rewards), "eval/pass@1": pass1}) + "\n")
+        evals = [EvalRow(step=s, k=4, examples=10, mean_reward=p, pass_at_1=p, pass_at_k=min(1.0, 2 * p), maj_at_k=None,
+                         mean_tokens=3.0, truncated_share=0.0, wall_s=0.1).to_dict()
+                 for s, p in ((0, 0.0), (len(rewards), pass1))]
+        (folder / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in evals))
     (folder / "trainer_state.json").write_text(json.dumps({"checkpoint_name": "final" if final else "x"}))
 
 
-def test_summary_uses_pass_at_1_when_every_run_evaluated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_summary_shows_held_out_evaluation_where_runs_have_it(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     c = plan(tmp_path)
     m = ManifestFile(c)
     for run, reward, pass1 in zip(c.runs, [0.2, 0.4, 0.6, 0.9], [0.1, 0.3, 0.5, None], strict=True):
         write_run(run.log_dir, [0.0, reward], pass1)
         m.entry(run.name).status = "finished"
-    rows, _ = summarize(m.data)
+    rows, finals = summarize(m.data)
+    # one finished run did not evaluate: the headline is the reward, the held-out columns stay
     assert rows[0].metric == "mean_reward" and rows[0].mean == pytest.approx(0.3)
     assert rows[0].std == pytest.approx(0.1414213562) and rows[0].steps == 2 and rows[0].wall_time_s == 2.0
+    assert rows[0].pass_at_1 is not None and rows[0].pass_at_1.mean == pytest.approx(0.2)
+    assert rows[0].pass_at_k is not None and rows[0].pass_at_k.mean == pytest.approx(0.4) and rows[0].eval_k == 4
+    assert rows[1].pass_at_1 is not None and rows[1].pass_at_1.n == 1 and rows[1].pass_at_1.mean == 0.5
+    assert [f.eval_step for f in finals] == [2, 2, 2, None]
+    table = format_table(rows)
+    assert "held-out pass@1" in table and "held-out pass@4" in table
+    assert "0.200 ± 0.141" in table and "0.500 ± 0.000 (1 of 2)" in table and "0.750 ± 0.212" in table
     m.entry(c.runs[3].name).status = "failed"
     rows, _ = summarize(m.data)
     assert rows[0].metric == "eval/pass@1" and rows[0].mean == pytest.approx(0.2)
     assert rows[1].finished == 1 and rows[1].std == 0.0 and rows[1].mean == 0.5
-    table = format_table(rows)
-    assert "final eval/pass@1 (mean ± std over seeds)" in table and "0.200 ± 0.141" in table and "1/2" in table
+    assert "1/2" in format_table(rows) and "(1 of" not in format_table(rows)
+    for run in c.runs:
+        (run.log_dir / "eval.jsonl").unlink(missing_ok=True)
+    table = format_table(summarize(m.data)[0])
+    assert "held-out" not in table and "0.300 ± 0.141" in table
 
 
 def test_crash_point_reaches_only_the_targeted_run() -> None:

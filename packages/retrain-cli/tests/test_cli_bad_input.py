@@ -100,7 +100,7 @@ def test_backend_built_for_another_contract(cli, fake_backend, tmp_path: Path) -
     (tmp_path / "c.toml").write_text("[backend]\nbackend = 'foo'\n[training]\nmax_steps = 3\n")
     res = cli("c.toml")
     check(res, f"error: retrain-backends-foo 0.3.0 declares backend contract 2.0; retrain-core "
-               f"{metadata.version('retrain-core')} supports backend contract 1.0: upgrade retrain-core")
+               f"{metadata.version('retrain-core')} supports backend contract 1.0 to 1.1: upgrade retrain-core")
     assert len(res.stderr.strip().splitlines()) == 1, res.stderr
 
 
@@ -144,10 +144,11 @@ ISSUE_CONFIG = """\
 [environment]
 provider = "verifiers"
 id = "primeintellect/gsm8k"
+auto_install = true
 [inference]
 engine = "trtllm"
 [echo]
-enabled = true
+min_prompt_overlap = 0.7
 [model]
 model = "tiny"
 [backend]
@@ -160,11 +161,11 @@ source = "arithmetic"
 @pytest.mark.parametrize("verb", [["explain"], ["trace"], []])
 def test_unbuilt_keys_refused_by_explain_trace_and_run(cli, tmp_path: Path, verb: list[str]) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "c.toml").write_text(ISSUE_CONFIG)
-    res = cli(*verb, "c.toml", "--tl-grpo", "true")
-    check(res, "5 config problems", "[environment] provider: ", "[inference] engine: ",
-          "[echo] enabled: ", "--tl-grpo (command line): ")
+    res = cli(*verb, "c.toml", "--prefix-caching", "false")
+    check(res, "4 config problems", "[environment] auto_install: ", "[inference] engine: ",
+          "[echo] min_prompt_overlap: ", "--prefix-caching (command line): ")
     problems = [line for line in res.stderr.splitlines() if line.startswith("  ")]
-    assert len(problems) == 5 and all("not built yet in this version" in p for p in problems), res.stderr
+    assert len(problems) == 4 and all("not built yet in this version" in p for p in problems), res.stderr
     assert not (tmp_path / "logs").exists()
 
 

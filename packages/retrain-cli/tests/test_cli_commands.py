@@ -87,7 +87,8 @@ def test_every_template_writes_and_explains(cli, tmp_path: Path, name: str) -> N
 
 
 def test_init_list_and_refusal(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    assert "quickstart" in cli("init", "--list").stdout
+    listed = cli("init", "--list").stdout
+    assert "quickstart" in listed and "campaign" in listed and "verifiers" in listed and "openenv" in listed
     (tmp_path / "retrain.toml").write_text("x")
     res = cli("init")
     assert res.code == 2 and "refusing to overwrite" in res.stderr
@@ -136,7 +137,8 @@ def test_backends_json(cli, fake_backend) -> None:  # type: ignore[no-untyped-de
     for name in ("local", "tinker", "unsloth"):  # installed exactly when their distribution is
         installed = bool(metadata.entry_points(group="retrain.backends", name=name))
         assert by_name[name]["installed"] is installed, name
-        assert by_name[name]["contract"] == ("1.0" if installed else None), name
+        built_against = "1.1" if name == "local" else "1.0"  # 1.1: the optional ChatTokenizer
+        assert by_name[name]["contract"] == (built_against if installed else None), name
     local = bool(metadata.entry_points(group="retrain.backends", name="local"))
     assert by_name["local"]["status"] == ("available" if local else "not installed")
     tinker = bool(metadata.entry_points(group="retrain.backends", name="tinker"))
@@ -145,16 +147,16 @@ def test_backends_json(cli, fake_backend) -> None:  # type: ignore[no-untyped-de
     assert by_name["prime_rl"]["status"] == "not built yet in this version"
     assert "train_microbatch_size" in by_name["local"]["option_schema"]
     assert data["plugin"]["entry_point_group"] == "retrain.backends"
-    assert data["contracts"] == {"backend": "1.0", "environment": "1.0"}
+    assert data["contracts"] == {"backend": "1.1", "environment": "1.0"}
     (foo,) = data["entry_points"]
     assert foo["distribution"] == "retrain-backends-foo" and foo["contract"] == "2.0"
-    assert foo["status"] == "unusable (see problem)" and "supports backend contract 1.0" in foo["problems"][0]
+    assert foo["status"] == "unusable (see problem)" and "supports backend contract 1.0 to 1.1" in foo["problems"][0]
 
 
 def test_backends_text_shows_contracts(cli, fake_backend) -> None:  # type: ignore[no-untyped-def]
     fake_backend((2, 0))
     out = cli("backends").stdout
-    assert out.startswith("Contracts: backend 1.0, environment 1.0 (retrain-core ")
+    assert out.startswith("Contracts: backend 1.0 to 1.1, environment 1.0 (retrain-core ")
     assert "  foo       unusable (see problem)         [retrain-backends-foo, contract 2.0] (entry_point)" in out
     assert "problem: retrain-backends-foo 0.3.0 declares backend contract 2.0;" in out
     assert "Environments:" in out
@@ -169,7 +171,8 @@ def test_doctor(cli) -> None:  # type: ignore[no-untyped-def]
 
 def test_man(cli) -> None:  # type: ignore[no-untyped-def]
     topics = cli("man", "--list-topics").stdout.split()
-    assert {"quickstart", "configuration", "options", "campaign", "tinker"} <= set(topics)
+    assert {"quickstart", "configuration", "options", "campaign", "squeeze", "tree", "benchmark",
+            "tinker"} <= set(topics)
     tinker = cli("man", "tinker").stdout
     assert "TINKER_API_KEY" in tinker and "load_state_with_optimizer" in tinker and "loss_aggregation" in tinker
     res = cli("man", "--topic", "options")

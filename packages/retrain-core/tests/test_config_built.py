@@ -34,18 +34,19 @@ def test_the_issue_config_is_refused_naming_each_key(tmp_path: Path) -> None:
 [environment]
 provider = "verifiers"
 id = "primeintellect/gsm8k"
+auto_install = true
 [inference]
 engine = "max"
 [echo]
-enabled = true
-""", "--tl-grpo", "true")
+min_prompt_overlap = 0.7
+""", "--prefix-caching", "false")
     assert all(NOT_BUILT_TEXT in e for e in errs), errs
-    labels = ["[environment] provider", "[environment] id", "[inference] engine",
-              "[echo] enabled", "--tl-grpo (command line)"]
+    labels = ["[environment] auto_install", "[inference] engine",
+              "[echo] min_prompt_overlap", "--prefix-caching (command line)"]
     for label in labels:
         assert sum(label + ":" in e for e in errs) == 1, (label, errs)
     assert len(errs) == len(labels)
-    assert "c.toml:2: [environment] provider" in "\n".join(errs)
+    assert "c.toml:4: [environment] auto_install" in "\n".join(errs)
 
 
 def test_server_engines_and_their_keys_are_live(tmp_path: Path) -> None:
@@ -76,10 +77,9 @@ LISTED_IN_THE_ISSUE = {
     "[logging] generation_top_surprisal_limit": "[logging]\ngeneration_top_surprisal_limit = 5\n",
     "[backend] devices": "[backend]\ndevices = 'gpu:0,gpu:1'\n",
     "[training] trainer": "[training]\ntrainer = 'sft'\n",
-    "[training] tl_grpo_branch_size": "[training]\ntl_grpo_branch_size = 8\n",
     "[inference] prefix_caching": "[inference]\nprefix_caching = false\n",
-    "[echo] weight": "[echo]\nweight = 0.1\n",
-    "[environment] max_turns": "[environment]\nmax_turns = 3\n",
+    "[echo] min_prompt_overlap": "[echo]\nmin_prompt_overlap = 0.1\n",
+    "[environment] auto_install": "[environment]\nauto_install = true\n",
     "[plugins] strict": "[plugins]\nstrict = false\n",
     "[reward] type": "[reward]\ntype = 'judge'\n",
     "[backend.options] liger_kernel": "[backend.options]\nliger_kernel = false\n",
@@ -144,8 +144,23 @@ def test_unknown_values_stay_unknown_not_unbuilt(tmp_path: Path) -> None:
 
 
 def test_cross_field_rules_of_unbuilt_features_do_not_pile_on(tmp_path: Path) -> None:
-    errs = errors_of(tmp_path, "[training]\ntrainer = 'sft'\n[echo]\nenabled = true\nweight = 0\n")
-    assert len(errs) == 3 and all(NOT_BUILT_TEXT in e for e in errs), errs
+    errs = errors_of(tmp_path, "[training]\ntrainer = 'sft'\n")
+    assert len(errs) == 1 and all(NOT_BUILT_TEXT in e for e in errs), errs
+
+
+def test_environment_echo_and_tl_grpo_are_live(tmp_path: Path) -> None:
+    p = tmp_path / "c.toml"
+    p.write_text('[environment]\nprovider = "openenv"\nid = "http://127.0.0.1:9"\nmax_turns = 4\n'
+                 'rollout_env_workers = 8\nrollout_buffer_size = 4\nargs = {message_timeout_s = 5}\n'
+                 '[echo]\nenabled = true\nweight = 0.1\n[training]\ntl_grpo = true\ntl_grpo_branch_size = 3\n')
+    c = load_config(p).config
+    assert c.environment.max_turns == 4 and c.echo.enabled and c.training.tl_grpo_branch_size == 3
+    errs = errors_of(tmp_path, '[environment]\nprovider = "verifiers"\nid = "x"\n[training]\ntl_grpo = true\n')
+    assert len(errs) == 1 and "[training] tl_grpo" in errs[0] and "openenv" in errs[0], errs
+    errs = errors_of(tmp_path, '[environment]\nprovider = "verifiers"\nid = "x"\nmax_turns = 3\n')
+    assert len(errs) == 1 and "[environment] max_turns" in errs[0] and NOT_BUILT_TEXT in errs[0], errs
+    errs = errors_of(tmp_path, '[echo]\nenabled = true\n')
+    assert len(errs) == 1 and "[echo] enabled" in errs[0] and "OpenEnv" in errs[0], errs
 
 
 def test_gpu_only_option_on_the_cpu_is_a_warning_naming_it(tmp_path: Path) -> None:
@@ -270,7 +285,7 @@ def test_the_walk_sees_real_reads(sources: list[tuple[str, ast.Module]]) -> None
         read |= section_reads(tree)
     assert {("training", "lr"), ("optimizer", "beta1"), ("sepa", "delay_steps"), ("logging", "wandb_tags"),
             ("model", "base_url"), ("backend", "throttle_dir")} <= read
-    assert not {("echo", "weight"), ("training", "tl_grpo_branch_size")} & read
+    assert not {("echo", "min_prompt_overlap")} & read
 
 
 def test_the_table_names_real_keys_and_options() -> None:

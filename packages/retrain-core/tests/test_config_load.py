@@ -101,7 +101,7 @@ def test_environment_args_table_or_json_string(tmp_path: Path) -> None:
     assert not issues_a and not issues_b
     assert a.environment.args == b.environment.args == {"renderer": "x"}
     errs = errors_of(write(tmp_path, "[environment]\nargs = { renderer = 'x' }\n"))
-    assert len(errs) == 1 and "[environment] args: environment support" in errs[0] and "not built yet" in errs[0]
+    assert len(errs) == 1 and "[environment] args: has no effect without [environment] provider" in errs[0], errs
 
 
 def test_legacy_prime_rl_key_is_an_error_with_rewrite(tmp_path: Path) -> None:

@@ -21,4 +21,4 @@ def test_providers_pass_the_contract_check() -> None:
     for name in ("verifiers", "openenv"):
         entry = catalog.lookup(name)
         assert entry is not None and entry.distribution == "retrain-envs"
-        assert entry.problems == [] and entry.status == "not available in this version"
+        assert entry.problems == [] and entry.status == "available" and entry.runnable

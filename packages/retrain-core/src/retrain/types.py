@@ -5,7 +5,9 @@ every backend: `tokens` = prompt ids + completion ids; `logprobs` and `advantage
 same length, 0.0 on prompt positions, and position j holds the value for token j (predicted
 at position j-1). `mask` marks the tokens the policy sampled: they are the loss's tokens and
 what its denominators count, whatever their advantage (a zero advantage is zero credit, not
-absence). A datum without a mask counts the tokens whose advantage is non-zero.
+absence). A datum without a mask counts the tokens whose advantage is non-zero. A multi-turn
+datum masks the environment's (observation) tokens out with 0, like its prompt
+(retrain.training.rollout.multi).
 """
 
 from __future__ import annotations
@@ -66,6 +68,11 @@ class Datum(msgspec.Struct, kw_only=True):
     advantages: list[float]
     policy_version: int = 0
     mask: list[int] | None = None  # 1 on sampled tokens, 0 on prompt (and observation) tokens
+    #: ECHO (retrain.training.echo): per token, the weight of its term in the auxiliary
+    #: supervised loss, sum over positions of -log p(token) * weight, added to the policy
+    #: loss. Positive only on retained environment (observation) tokens; the weights already
+    #: hold ECHO's normalisation, so a backend adds the plain weighted sum. None: no ECHO.
+    echo_weights: list[float] | None = None
 
     @property
     def prompt_length(self) -> int:

@@ -29,6 +29,7 @@ from retrain.errors import UserError
 
 RAY_HINT = "install the Ray extra: pip install 'retrain-cli[ray]' (or uv sync --extra ray)"
 _CRASH = "RETRAIN_CRASH_AT"
+UV_HOOK = "RAY_ENABLE_UV_RUN_RUNTIME_ENV"
 
 
 def run_task(config_path: str, import_roots: list[str], cwd: str, crash_at: str) -> dict[str, str]:
@@ -58,6 +59,12 @@ def run_task(config_path: str, import_roots: list[str], cwd: str, crash_at: str)
 
 
 def _ray() -> Any:
+    # Under `uv run`, Ray ships the current directory to every worker as its working_dir and
+    # starts the workers with `uv run`. A campaign's directory usually holds logs/ and adapters/
+    # (gigabytes; a session dir below it even zips itself), and the contract here is the same
+    # environment on every node with the campaign on a shared path, so that is off unless the
+    # user turns it on (read when Ray is imported).
+    os.environ.setdefault(UV_HOOK, "0")
     try:
         import ray
     except ImportError:

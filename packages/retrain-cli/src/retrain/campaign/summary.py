@@ -1,8 +1,11 @@
 """The campaign's results per condition: mean ± sample standard deviation over seeds of each
-finished run's final metric, mean RL steps and mean wall time; and the summary script.
+finished run's final mean reward (its last RL step) and, where runs evaluate, of its last
+held-out evaluation (eval.jsonl: pass@1 and pass@k); mean RL steps and mean wall time; and
+the summary script.
 
-The final metric is held-out pass@1 (the last row of each run's eval.jsonl) when every
-finished run evaluated, else the last RL step's mean reward.
+A condition's held-out statistics are over the finished runs that evaluated; the cell says
+how many when that is not all of them. The headline metric (`metric`, `mean`, `std`) is
+held-out pass@1 when every finished run of the campaign evaluated, else the final reward.
 """
 
 from __future__ import annotations
@@ -11,16 +14,18 @@ import math
 import statistics
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from retrain.campaign.expand import Campaign
 from retrain.campaign.manifest import Manifest
+from retrain.evaluation.row import EvalRow, pass_key
 from retrain.io import layout
 from retrain.metrics.scan import iter_jsonl_objects, last_row, number
 
-PASS_AT_1 = "eval/pass@1"
+PASS_AT_1 = pass_key(1)
 REWARD = "mean_reward"
 
 
@@ -29,10 +34,29 @@ class RunFinal:
     name: str
     condition: str
     status: str
-    pass_at_1: float | None
     reward: float | None
     steps: int
     wall_time_s: float
+    #: the last held-out evaluation (None when the run did not evaluate)
+    pass_at_1: float | None = None
+    pass_at_k: float | None = None
+    eval_k: int | None = None
+    eval_step: int | None = None
+
+
+@dataclass
+class Stat:
+    """Mean and sample std over `n` runs (std 0 for one run)."""
+
+    mean: float
+    std: float
+    n: int
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Stat | None:
+        if not values:
+            return None
+        return cls(sum(values) / len(values), statistics.stdev(values) if len(values) > 1 else 0.0, len(values))
 
 
 @dataclass
@@ -45,6 +69,11 @@ class ConditionRow:
     std: float | None
     steps: float | None
     wall_time_s: float | None
+    reward: Stat | None = None
+    pass_at_1: Stat | None = None
+    pass_at_k: Stat | None = None
+    #: the k of pass@k (None when no run evaluated, or the runs' k differ)
+    eval_k: int | None = None
 
 
 def run_final(name: str, condition: str, status: str, log_dir: Path) -> RunFinal:
@@ -54,29 +83,39 @@ def run_final(name: str, condition: str, status: str, log_dir: Path) -> RunFinal
         wall += number(row.get("step_time_s")) or 0.0
         if row.get("phase") != "sft":
             last_rl = row
-    evaluation = last_row(log_dir / layout.EVAL) or {}
     step = last_rl.get("step")
-    return RunFinal(name, condition, status, number(evaluation.get(PASS_AT_1)), number(last_rl.get(REWARD)),
-                    step + 1 if isinstance(step, int) else 0, wall)
+    final = RunFinal(name, condition, status, number(last_rl.get(REWARD)),
+                     step + 1 if isinstance(step, int) else 0, wall)
+    evaluation = EvalRow.from_dict(last_row(log_dir / layout.EVAL) or {})
+    if evaluation is not None:
+        final.pass_at_1, final.pass_at_k = evaluation.pass_at_1, evaluation.pass_at_k
+        final.eval_k, final.eval_step = evaluation.k, evaluation.step
+    return final
 
 
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def _condition(condition: str, runs: list[RunFinal], metric: str) -> ConditionRow:
+    ok = [f for f in runs if f.status == "finished"]
+    reward = Stat.of([f.reward for f in ok if f.reward is not None])
+    evaluated = [f for f in ok if f.pass_at_1 is not None]
+    pass_at_1 = Stat.of([f.pass_at_1 for f in evaluated if f.pass_at_1 is not None])
+    headline = pass_at_1 if metric == PASS_AT_1 else reward
+    ks = {f.eval_k for f in evaluated}
+    return ConditionRow(
+        condition, len(runs), len(ok), metric, headline.mean if headline else None,
+        headline.std if headline else None, _mean([float(f.steps) for f in ok]), _mean([f.wall_time_s for f in ok]),
+        reward, pass_at_1, Stat.of([f.pass_at_k for f in evaluated if f.pass_at_k is not None]),
+        ks.pop() if len(ks) == 1 else None)
+
+
 def summarize(manifest: Manifest) -> tuple[list[ConditionRow], list[RunFinal]]:
     finals = [run_final(e.run_name, e.condition, e.status, Path(e.log_dir)) for e in manifest.runs]
     done = [f for f in finals if f.status == "finished"]
     metric = PASS_AT_1 if done and all(f.pass_at_1 is not None for f in done) else REWARD
-    rows = []
-    for condition in manifest.conditions:
-        runs = [f for f in finals if f.condition == condition]
-        ok = [f for f in runs if f.status == "finished"]
-        values = [v for f in ok if (v := f.pass_at_1 if metric == PASS_AT_1 else f.reward) is not None]
-        rows.append(ConditionRow(
-            condition, len(runs), len(ok), metric, _mean(values),
-            statistics.stdev(values) if len(values) > 1 else (0.0 if values else None),
-            _mean([float(f.steps) for f in ok]), _mean([f.wall_time_s for f in ok])))
+    rows = [_condition(c, [f for f in finals if f.condition == c], metric) for c in manifest.conditions]
     return rows, finals
 
 
@@ -84,12 +123,32 @@ def _num(value: float | None, digits: int = 3) -> str:
     return "-" if value is None or math.isnan(value) else f"{value:.{digits}f}"
 
 
+def _cell(stat: Stat | None, finished: int) -> str:
+    if stat is None:
+        return "-"
+    text = f"{_num(stat.mean)} ± {_num(stat.std)}"
+    return text if stat.n == finished else f"{text} ({stat.n} of {finished})"
+
+
 def format_table(rows: list[ConditionRow]) -> str:
-    metric = rows[0].metric if rows else REWARD
-    head = ["condition", "runs", f"final {metric} (mean ± std over seeds)", "steps", "wall s"]
-    body = [[r.condition, f"{r.finished}/{r.runs}",
-             f"{_num(r.mean)} ± {_num(r.std)}" if r.mean is not None else "-",
-             _num(r.steps, 1), _num(r.wall_time_s, 1)] for r in rows]
+    """Per condition: runs finished, the final reward, and the held-out pass@1 / pass@k
+    columns when any run evaluated (mean ± std over seeds), steps and wall time."""
+    evaluated = any(r.pass_at_1 is not None for r in rows)
+    ks = {r.eval_k for r in rows if r.pass_at_1 is not None}
+    k = ks.pop() if len(ks) == 1 else None
+    head = ["condition", "runs", "final reward (mean ± std over seeds)"]
+    if evaluated:
+        head += ["held-out pass@1", f"held-out pass@{k if k is not None else 'k'}"]
+    head += ["steps", "wall s"]
+    body = []
+    for r in rows:
+        line = [r.condition, f"{r.finished}/{r.runs}", _cell(r.reward, r.finished)]
+        if evaluated:
+            at_k = _cell(r.pass_at_k, r.finished)
+            if k is None and r.eval_k is not None and r.pass_at_k is not None:
+                at_k += f" (k={r.eval_k})"
+            line += [_cell(r.pass_at_1, r.finished), at_k]
+        body.append([*line, _num(r.steps, 1), _num(r.wall_time_s, 1)])
     widths = [max(len(x) for x in column) for column in zip(head, *body, strict=False)]
     lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths, strict=True)))
              for line in (head, *body)]

@@ -8,7 +8,7 @@ reads back; the trainer decides when and names them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from retrain.registry.contract import Contract
 from retrain.types import Completion, Datum, SamplingParams, TrainOutput
@@ -18,7 +18,7 @@ from retrain.types import Completion, Datum, SamplingParams, TrainOutput
 #: backend definition declares the contract it was built against and is checked against this
 #: one when it is loaded (retrain.registry.contract). Bump the minor for an addition existing
 #: backends need not implement, the major for any change they must follow.
-BACKEND_CONTRACT: Contract = (1, 0)
+BACKEND_CONTRACT: Contract = (1, 1)  # 1.1 added the optional ChatTokenizer
 
 
 @runtime_checkable
@@ -39,6 +39,18 @@ class Tokenizer(Protocol):
 
     def token_strings(self, ids: Sequence[int]) -> list[str]:
         """One string per id (planning detectors, surprisal logs)."""
+        ...
+
+
+@runtime_checkable
+class ChatTokenizer(Tokenizer, Protocol):
+    """A tokenizer that renders whole conversations (optional, contract 1.1): environments
+    render system prompts, multi-message prompts and the observation tokens between turns
+    with it."""
+
+    def encode_chat(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True) -> list[int]:
+        """The messages as the model sees them through its chat template, with the assistant's
+        generation prompt appended when asked."""
         ...
 
 

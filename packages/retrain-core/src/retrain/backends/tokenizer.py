@@ -3,7 +3,7 @@ service hands out) behind the core `Tokenizer` protocol. Imports nothing heavy i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -22,15 +22,23 @@ class HFTokenizer:
 
     def encode_prompt(self, text: str) -> list[int]:
         if self._template:
-            messages = [{"role": "user", "content": text}]
-            try:
-                ids = self.hf.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
-                                                  return_dict=False, enable_thinking=False)
-            except TypeError:
-                ids = self.hf.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
-                                                  return_dict=False)
-            return [int(i) for i in ids]
+            return self.encode_chat([{"role": "user", "content": text}])
         return [int(i) for i in self.hf.encode(text, add_special_tokens=True)]
+
+    def encode_chat(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True) -> list[int]:
+        """Messages through the chat template (thinking off where the template has the switch);
+        without a template, the contents joined by newlines."""
+        if not self._template:
+            text = "\n".join(str(m.get("content") or "") for m in messages)
+            return [int(i) for i in self.hf.encode(text, add_special_tokens=True)]
+        rows = [dict(m) for m in messages]
+        try:
+            ids = self.hf.apply_chat_template(rows, add_generation_prompt=add_generation_prompt, tokenize=True,
+                                              return_dict=False, enable_thinking=False)
+        except TypeError:
+            ids = self.hf.apply_chat_template(rows, add_generation_prompt=add_generation_prompt, tokenize=True,
+                                              return_dict=False)
+        return [int(i) for i in ids]
 
     def encode(self, text: str) -> list[int]:
         return [int(i) for i in self.hf.encode(text, add_special_tokens=False)]

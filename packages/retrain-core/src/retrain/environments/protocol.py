@@ -7,11 +7,19 @@ providers (retrain-envs, third parties) hold the implementations under the same 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from retrain.registry.contract import Contract
 
-#: The version of the environment contract: `EnvironmentDefinition` and the factory it names.
+if TYPE_CHECKING:
+    from retrain.backends.protocol import Tokenizer, TrainBackend
+    from retrain.training.rollouts import StepRollouts
+    from retrain.types import Example, SamplingParams
+
+#: The version of the environment contract: `EnvironmentDefinition`, the factory it names and
+#: the `Environment` that factory returns.
 #: Checked against each provider's declared contract when its definition is loaded; the same
 #: bump rules as `retrain.backends.protocol.BACKEND_CONTRACT`.
 ENVIRONMENT_CONTRACT: Contract = (1, 0)
@@ -33,3 +41,30 @@ class EnvironmentDefinition:
     available: bool = True
     note: str = ""
     contract: Contract | None = None
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """What a provider's factory returns: the run's prompt source and its rollouts in place of
+    `[data]` and `[reward]`. The factory loads what it can before any model loads (a missing
+    package, an unreachable server fail there); `open` runs once the backend exists.
+
+    `collect` samples and scores one step's batch, `group_size` rollouts per example, and
+    returns `retrain.training.rollouts.StepRollouts` (multi-turn groups carry their
+    `Episode`s). `state` is saved in checkpoints and handed back to `load_state` on resume.
+    """
+
+    def examples(self) -> Sequence[Example]: ...
+
+    def encode(self, example: Example, tokenizer: Tokenizer) -> list[int]: ...
+
+    def open(self, backend: TrainBackend) -> None: ...
+
+    def collect(self, backend: TrainBackend, batch: Sequence[tuple[Example, list[int]]], *, group_size: int,
+                sampling: SamplingParams) -> StepRollouts: ...
+
+    def state(self) -> dict[str, Any]: ...
+
+    def load_state(self, state: Mapping[str, Any]) -> None: ...
+
+    def close(self) -> None: ...

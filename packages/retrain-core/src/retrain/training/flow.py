@@ -9,6 +9,7 @@ from typing import Any
 from retrain.advantages.pipeline import AdvantagePipeline, build_pipeline
 from retrain.config.schema import TrainConfig
 from retrain.training.backpressure import Backpressure, build_backpressure
+from retrain.training.echo import EchoSettings
 from retrain.training.sepa import SepaController
 from retrain.types import SamplingParams
 
@@ -21,18 +22,23 @@ class Flow:
     reward: Any  # retrain.rewards.create.RewardScorer
     detector: Any | None  # planning detector, built only when the pipeline needs masks
     sampling: SamplingParams
+    environment: Any | None = None  # retrain.environments.protocol.Environment: prompts and rollouts
+    echo: EchoSettings | None = None
 
     @property
     def condition(self) -> str:
-        return self.pipeline.condition
+        """The run's condition label: the pipeline's, with "+echo" when ECHO trains too."""
+        return self.pipeline.condition + ("+echo" if self.echo is not None else "")
 
     def close(self) -> None:
-        close = getattr(self.reward, "close", None)
-        if callable(close):
-            close()
+        for part in (self.environment, self.reward):
+            close = getattr(part, "close", None)
+            if callable(close):
+                close()
 
 
 def build_flow(config: TrainConfig) -> Flow:
+    from retrain.environments.create import create_environment
     from retrain.planning.create import build_detector
     from retrain.rewards.create import build_reward
 
@@ -41,5 +47,12 @@ def build_flow(config: TrainConfig) -> Flow:
     t = config.training
     sampling = SamplingParams(max_tokens=t.max_tokens, temperature=t.temperature, top_p=t.top_p, top_k=t.top_k,
                               min_p=t.min_p, want_entropy=pipeline.needs_entropies)
+    reward = build_reward(config)
+    try:
+        environment = create_environment(config)
+    except BaseException:
+        reward.close()
+        raise
     return Flow(pipeline=pipeline, sepa=SepaController.from_config(config), backpressure=build_backpressure(config),
-                reward=build_reward(config), detector=detector, sampling=sampling)
+                reward=reward, detector=detector, sampling=sampling, environment=environment,
+                echo=EchoSettings.of(config))

@@ -116,6 +116,8 @@ class RunLog:
         faults.crash_if(phase + "mid_checkpoint", step)
         state.checkpoint_name, state.checkpoint_path = Path(path).name, saved
         state.sepa, state.backpressure = flow.sepa.state(), flow.backpressure.state()
+        if flow.environment is not None:
+            state.environment = flow.environment.state()
         write_state(saved, state)  # the checkpoint is self-describing (step, data cursor, controllers)
         self.finish_state(state)
         faults.crash_if(phase + "after_checkpoint", step)

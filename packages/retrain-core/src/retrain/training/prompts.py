@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from retrain.backends.protocol import Tokenizer
 from retrain.types import Example
 
 
 class PromptCursor:
-    def __init__(self, examples: Sequence[Example], tokenizer: Tokenizer, start: int = 0) -> None:
+    def __init__(self, examples: Sequence[Example], tokenizer: Tokenizer, start: int = 0,
+                 encode: Callable[[Example, Tokenizer], list[int]] | None = None) -> None:
+        """`encode`: the environment's own prompt rendering (messages, a system prompt); by
+        default the example's prompt as one user message."""
         self.examples = list(examples)
         self.tokenizer = tokenizer
+        self._encode = encode
         self.index = start
         self._encoded: dict[int, list[int]] = {}
         self.encode_calls = 0
@@ -28,5 +32,7 @@ class PromptCursor:
         ids = self._encoded.get(i)
         if ids is None:
             self.encode_calls += 1
-            ids = self._encoded[i] = self.tokenizer.encode_prompt(self.examples[i].prompt)
+            ex = self.examples[i]
+            ids = self._encoded[i] = (self._encode(ex, self.tokenizer) if self._encode is not None
+                                      else self.tokenizer.encode_prompt(ex.prompt))
         return ids

@@ -3,6 +3,11 @@
 The order follows spec algorithms.md §1: reward ties decide which groups train; the pipeline
 gives token advantages per kept group (with the step's SEPA lambda); then, over the whole
 step, REINFORCE++ batch normalisation and the advantage cap.
+
+With an environment (`flow.environment`) the environment samples and scores; a multi-turn
+group carries its `Episode`s, whose sampled tokens the pipeline scores like one completion
+each and which become datums with the environment's tokens masked out
+(retrain.training.rollout.multi), plus ECHO weights when `[echo]` is on.
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ from retrain.advantages.episode import batch_normalize
 from retrain.advantages.result import GroupAdvantages, merge_metrics
 from retrain.backends.protocol import TrainBackend
 from retrain.planning.create import masks as planning_masks
+from retrain.training.echo import echo_weights
 from retrain.training.flow import Flow
+from retrain.training.rollout.multi import Episode
 from retrain.training.signals import (
     apply_advantage_cap,
     correct_count,
@@ -38,6 +45,7 @@ class Group:
     rewards: np.ndarray
     train: bool = True
     note: str = ""
+    episodes: list[Episode] | None = None  # multi-turn: one per completion, same order
 
 
 @dataclass
@@ -48,6 +56,7 @@ class StepRollouts:
     reward_metrics: dict[str, float] = field(default_factory=dict)
     policy_version: int = 0  # RL updates in the weights that sampled (retrain.training.producer)
     producer_metrics: dict[str, float] = field(default_factory=dict)
+    env_metrics: dict[str, float] = field(default_factory=dict)  # the environment's own (`env/...`)
 
     @property
     def rewards(self) -> np.ndarray:
@@ -64,18 +73,30 @@ class StepRollouts:
 
 def collect(backend: TrainBackend, flow: Flow, batch: Sequence[tuple[Example, list[int]]], *,
             group_size: int, sampling: SamplingParams | None = None) -> StepRollouts:
-    t0 = time.perf_counter()
-    samples = backend.sample([ids for _, ids in batch], group_size, sampling or flow.sampling)
+    if flow.environment is not None:
+        out: StepRollouts = flow.environment.collect(backend, batch, group_size=group_size,
+                                                     sampling=sampling or flow.sampling)
+        return out
+    samples, texts, sample_s = sample_texts(backend, batch, group_size, sampling or flow.sampling)
     t1 = time.perf_counter()
-    tok = backend.tokenizer
-    texts = [[tok.decode(c.token_ids) for c in group] for group in samples]
     responses = [t for group in texts for t in group]
     references = [ex.reference for ex, _ in batch for _ in range(group_size)]
     scored = flow.reward.score_batch(responses, references)
     scores = np.asarray(scored.scores, dtype=np.float64)
     groups = [Group(ex, ids, list(comps), txts, scores[i * group_size:(i + 1) * group_size])
               for i, ((ex, ids), comps, txts) in enumerate(zip(batch, samples, texts, strict=True))]
-    return StepRollouts(groups, t1 - t0, time.perf_counter() - t1, scored.metrics())
+    return StepRollouts(groups, sample_s, time.perf_counter() - t1, scored.metrics())
+
+
+def sample_texts(backend: TrainBackend, batch: Sequence[tuple[Example, list[int]]], group_size: int,
+                 sampling: SamplingParams) -> tuple[list[list[Completion]], list[list[str]], float]:
+    """One step's single-turn sampling: `group_size` completions per prompt, their texts, and
+    the wall time it took."""
+    t0 = time.perf_counter()
+    samples = backend.sample([ids for _, ids in batch], group_size, sampling)
+    tok = backend.tokenizer
+    texts = [[tok.decode(c.token_ids) for c in group] for group in samples]
+    return samples, texts, time.perf_counter() - t0
 
 
 @dataclass
@@ -101,27 +122,31 @@ def advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *, ste
     sepa_lambda = sepa["sepa_lambda"] if pipeline.uses_sepa_controller else 0.0
     plugin = pipeline.episode_source != "builtin"
     ties = []
-    kept: list[Group] = []
+    kept: list[tuple[Group, list[int]]] = []
     rows: list[np.ndarray] = []
     results: list[GroupAdvantages] = []
     for g in rollouts.groups:
-        t = summarize_reward_ties(g.rewards)
+        members = _members(g, tl_grpo)
+        rewards = g.rewards[members]
+        t = summarize_reward_ties(rewards)
         ties.append(t)
-        disp = group_disposition(t, g.rewards, tl_grpo=tl_grpo, plugin_advantage=plugin)
-        g.train, g.note = disp.train, disp.label
-        if not disp.train:
+        disp = group_disposition(t, rewards, tl_grpo=tl_grpo, echo=flow.echo is not None and g.episodes is not None,
+                                 plugin_advantage=plugin)
+        g.train, g.note = disp.train and len(members) > 0, disp.label
+        if not g.train:
             continue
-        lps = [np.asarray(c.logprobs, dtype=np.float64) for c in g.completions]
+        comps = [g.completions[i] for i in members]
+        lps = [np.asarray(c.logprobs, dtype=np.float64) for c in comps]
         masks = None
         if flow.detector is not None:
-            masks = planning_masks(flow.detector, [backend.tokenizer.token_strings(c.token_ids) for c in g.completions])
+            masks = planning_masks(flow.detector, [backend.tokenizer.token_strings(c.token_ids) for c in comps])
         entropies = None
         if pipeline.needs_entropies:
-            entropies = [_entropies(c) for c in g.completions]
-        result = pipeline.compute_group(g.rewards, lps, planning_masks=masks, entropies=entropies,
+            entropies = [_entropies(c) for c in comps]
+        result = pipeline.compute_group(rewards, lps, planning_masks=masks, entropies=entropies,
                                         sepa_lambda=sepa_lambda, step=step)
         results.append(result)
-        kept.append(g)
+        kept.append((g, members))
         rows.extend(result.completions())
     correct = correct_count(rollouts.rewards)
     total = int(rollouts.rewards.shape[0])
@@ -134,16 +159,46 @@ def advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *, ste
         metrics.update(norm)
     rows, cap = apply_advantage_cap(rows, adv_clip_max)
     metrics.update(cap)
+    echo = _echo(flow, kept)
+    if echo is not None:
+        metrics.update(echo[1])
     datums: list[Datum] = []
     it = iter(rows)
-    for g in kept:
+    for k, (g, members) in enumerate(kept):
         pad = [0.0] * len(g.prompt_ids)
-        for c in g.completions:
+        for j, i in enumerate(members):
             adv = next(it)
+            if g.episodes is not None:
+                datums += g.episodes[i].datums(adv, policy_version=rollouts.policy_version,
+                                               echo=echo[0][k][j] if echo is not None else None)
+                continue
+            c = g.completions[i]
             datums.append(Datum(tokens=g.prompt_ids + c.token_ids, logprobs=pad + list(c.logprobs),
                                 advantages=pad + adv.tolist(), policy_version=rollouts.policy_version,
                                 mask=[0] * len(g.prompt_ids) + [1] * len(c.token_ids)))
     return StepAdvantages(datums, metrics, correct, total, sepa)
+
+
+def _members(g: Group, tl_grpo: bool) -> list[int]:
+    """The completions that form the group's advantages. Under TL-GRPO an episode retrain cut
+    short is left out (its reward still counts toward the correct rate): its turns have no
+    branch rewards to compare against (spec algorithms.md §12)."""
+    if tl_grpo and g.episodes is not None:
+        return [i for i, e in enumerate(g.episodes) if not e.truncated]
+    return list(range(len(g.completions)))
+
+
+def _echo(flow: Flow, kept: Sequence[tuple[Group, list[int]]]
+          ) -> tuple[list[list[list[list[float]]]], dict[str, float]] | None:
+    """ECHO weights per kept group, per member episode, per segment (None: ECHO off or no
+    multi-turn group)."""
+    if flow.echo is None or not any(g.episodes is not None for g, _ in kept):
+        return None
+    episodes = [g.episodes[i] for g, members in kept if g.episodes is not None for i in members]
+    sampled = [lp for g, members in kept for i in members for lp in g.completions[i].logprobs]
+    flat, metrics = echo_weights(flow.echo, episodes, sampled)
+    it = iter(flat)
+    return [[next(it) for _ in members] if g.episodes is not None else [] for g, members in kept], metrics
 
 
 def _entropies(c: Completion) -> np.ndarray:
@@ -160,8 +215,8 @@ def nonzero_action_tokens(datums: Sequence[Datum]) -> int:
 def train_on(backend: TrainBackend, adv: StepAdvantages, lr: float,
              weight_decay: float) -> tuple[TrainOutput | None, float]:
     """One optimizer update and its wall time; None (no update) when no datum has a token
-    with a non-zero advantage."""
-    if not adv.informative:
+    with a non-zero advantage or an ECHO weight."""
+    if not adv.informative and not any(d.echo_weights for d in adv.datums):
         return None, 0.0
     t0 = time.perf_counter()
     out = backend.train_step(adv.datums, lr, weight_decay)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -99,6 +100,7 @@ class TrainerState(msgspec.Struct, kw_only=True):
     resume_warning: str = ""
     sepa: SepaState = msgspec.field(default_factory=SepaState)
     backpressure: BackpressureState = msgspec.field(default_factory=NoopBackpressureState)
+    environment: dict[str, Any] = msgspec.field(default_factory=dict)  # the environment's own (TL-GRPO baseline)
     rewards: RewardWindow = msgspec.field(default_factory=RewardWindow)
     wall_time_s: float = 0.0
 

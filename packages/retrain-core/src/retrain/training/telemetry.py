@@ -26,6 +26,7 @@ WALL_CLOCK_FIELDS = frozenset({
     "process_max_rss_mb", "rl/train_time_s", "engine_prompt_prefill_s", "engine_decode_s", "time_s",
     "scoring_time_s", "elapsed_s", "async/produce_s", "async/wait_s", "async/overlap",
     "engine_generation_wall_s", "engine_adapter_reload_s", "engine_adapter_save_s", "eval/wall_s",
+    "env/env_s", "env/env_wall_s", "env/score_s", "env/time_share", "env/adapter_publish_s",
 })
 
 
@@ -147,8 +148,10 @@ class StepTimes:
 
 
 def sequence_tokens(rollouts: StepRollouts) -> int:
-    """Every sampled sequence's tokens, prompt and completion, trained on or not."""
-    return sum(len(g.prompt_ids) * len(g.completions) for g in rollouts.groups) + rollouts.completion_tokens
+    """Every sampled sequence's tokens, prompt and completion (and a multi-turn episode's
+    observations), trained on or not."""
+    observed = sum(e.observation_tokens for g in rollouts.groups for e in g.episodes or ())
+    return sum(len(g.prompt_ids) * len(g.completions) for g in rollouts.groups) + rollouts.completion_tokens + observed
 
 
 def step_row(config: TrainConfig, *, step: int, condition: str, caps: BackendCapabilities,
@@ -174,6 +177,16 @@ def step_row(config: TrainConfig, *, step: int, condition: str, caps: BackendCap
         max_token_hit_rate=rollouts.length_hits / max(total, 1),
         mean_completion_tokens=rollouts.completion_tokens / max(total, 1), tokens_per_step=tokens,
         skipped=out is None, completion_tokens=rollouts.completion_tokens, nonzero_action_tokens=adv.informative)
-    return fixed.to_dict(adv.sepa, adv.metrics, rollouts.reward_metrics, out.metrics if out is not None else {},
+    return fixed.to_dict(adv.sepa, adv.metrics, rollouts.reward_metrics, rollouts.env_metrics,
+                         env_share(rollouts.env_metrics, times.step_s), out.metrics if out is not None else {},
                          timing_fields(times.step_s, times.sample_s, times.train_s, tokens), runtime, backpressure,
                          rollouts.producer_metrics)
+
+
+def env_share(env_metrics: Mapping[str, Any], step_s: float) -> dict[str, float]:
+    """The share of the step's wall time spent waiting on the environment (`env/env_wall_s`,
+    the time at least one environment call was in flight)."""
+    wall = env_metrics.get("env/env_wall_s")
+    if wall is None or step_s <= 0:
+        return {}
+    return {"env/time_share": round(min(float(wall) / step_s, 1.0), 6)}

@@ -135,7 +135,8 @@ class Trainer:
         caps = capabilities(c)
         state.resume_mode, state.resume_warning = resume_contract(caps)
         log.wandb = create_wandb_sink(c, condition=flow.condition)
-        examples = load_examples(c)
+        env = flow.environment
+        examples = list(env.examples()) if env is not None else load_examples(c)
         plan = EvalPlan.of(c)
         held_out_examples = load_problems(c) if plan.schedule.enabled else None  # fails before the model loads
         backend: TrainBackend = create_backend(c)
@@ -144,12 +145,17 @@ class Trainer:
             backend.load_checkpoint(start.checkpoint)
             flow.sepa.load_state(state.sepa)
             flow.backpressure.load_state(state.backpressure)
+            if env is not None:
+                env.load_state(state.environment)
+        if env is not None:
+            env.open(backend)
         if start.note:
             self.reporter.message(start.note)
         self.reporter.start({"condition": flow.condition, "model": c.model.model, "backend": c.backend.backend,
                              "steps": c.training.max_steps, "warmup": c.training.sft_warmup_steps,
                              "log_dir": c.logging.log_dir})
-        cursor = PromptCursor(examples, backend.tokenizer, start=state.example_idx)
+        cursor = PromptCursor(examples, backend.tokenizer, start=state.example_idx,
+                              encode=env.encode if env is not None else None)
         sizes = (state.current_batch_size or c.training.batch_size, state.current_group_size or c.training.group_size)
         producer = RolloutProducer(backend, flow, cursor, level=c.training.max_async_level,
                                    max_steps=c.training.max_steps)

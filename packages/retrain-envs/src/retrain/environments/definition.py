@@ -8,12 +8,8 @@ from retrain.environments.protocol import EnvironmentDefinition
 CONTRACT = (1, 0)
 
 VERIFIERS = EnvironmentDefinition(
-    "verifiers", "retrain.environments.verifiers:create_environment", "retrain-envs", available=False,
-    note="verifiers environments are not built yet in this version",
-    contract=CONTRACT,
+    "verifiers", "retrain.environments.verifiers:create_environment", "retrain-envs", contract=CONTRACT,
 )
 OPENENV = EnvironmentDefinition(
-    "openenv", "retrain.environments.openenv.load:create_environment", "retrain-envs", available=False,
-    note="OpenEnv environments are not built yet in this version",
-    contract=CONTRACT,
+    "openenv", "retrain.environments.openenv:create_environment", "retrain-envs", contract=CONTRACT,
 )

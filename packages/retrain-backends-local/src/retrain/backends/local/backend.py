@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from retrain.backends.local import echo
 from retrain.backends.local.batch import Batch, collate, micro_batches
 from retrain.backends.local.checkpointing import (
     load_weights,
@@ -157,9 +158,10 @@ class LocalBackend:
             group["lr"] = lr
             group["weight_decay"] = weight_decay
 
-    def _new_logprobs(self, mb: Batch) -> torch.Tensor:
+    def _new_logprobs(self, mb: Batch, positions: torch.Tensor | None = None) -> torch.Tensor:
         with self._autocast():
-            return action_logprobs(self.model, mb.input_ids, mb.attention_mask, mb.action, self.temperature, self.chunk)
+            return action_logprobs(self.model, mb.input_ids, mb.attention_mask,
+                                   mb.action if positions is None else positions, self.temperature, self.chunk)
 
     def _step(self, grad_norm_out: dict[str, float | int | str]) -> None:
         if self.grad_clip > 0:
@@ -170,12 +172,13 @@ class LocalBackend:
         self.optimizer.zero_grad(set_to_none=True)
 
     def train_step(self, datums: Sequence[Datum], lr: float, weight_decay: float) -> TrainOutput:
-        """One AdamW update on the policy loss of `datums` (aggregated as configured)."""
+        """One AdamW update on the policy loss of `datums` (aggregated as configured), plus
+        ECHO's auxiliary term where datums carry ECHO weights (retrain.backends.local.echo)."""
         t0 = time.perf_counter()
         self._set_hyper(lr, weight_decay)
         self.optimizer.zero_grad(set_to_none=True)
         out = self.policy_gradients(datums)
-        if out.tokens == 0:
+        if out.tokens == 0 and not out.metrics.get("echo/tokens"):
             return out
         self._step(out.metrics)
         self.stale = True
@@ -188,7 +191,8 @@ class LocalBackend:
         batch = collate(datums, self.tokenizer.pad_token_id, self.device, aggregation=self.loss_aggregation,
                         max_tokens=self.max_tokens)
         total = batch.action_tokens
-        if total == 0:
+        echo_tokens = echo.tokens(batch.echo)
+        if total == 0 and echo_tokens == 0:
             return TrainOutput(loss=0.0, tokens=0)
         selected = None
         if self.loss_config.needs_selection:
@@ -197,27 +201,35 @@ class LocalBackend:
             anchor_all, _ = Mismatch(self.mismatch.correction).anchor(new_all, batch.old_logprobs[batch.action])
             selected = select_tokens(self.loss_config, new_all, anchor_all,
                                      batch.advantages[batch.action], self.select_generator)
-        loss_sum, clip, cov, kl = 0.0, 0.0, 0.0, 0.0
+        loss_sum, clip, cov, kl, echo_sum = 0.0, 0.0, 0.0, 0.0, 0.0
         offset = 0
         for mb in micro_batches(batch, self.microbatch):
-            new = self._new_logprobs(mb).float()
+            new, aux = echo.split(self._new_logprobs(mb, echo.positions(mb.action, mb.echo)).float(),
+                                  mb.action, mb.echo)
             n = new.numel()
-            if n == 0:
+            if n == 0 and aux is None:
                 continue
-            sel = selected[offset:offset + n] if selected is not None else None
-            offset += n
-            anchor, is_weight = self.mismatch.anchor(new, mb.old_logprobs[mb.action])
-            res = policy_loss(self.loss_config, new, anchor, mb.advantages[mb.action], sel)
-            per_token = res.per_token if is_weight is None else res.per_token * is_weight
-            loss = (per_token * mb.weight[mb.action]).sum()
+            loss = aux if aux is not None else new.new_zeros(())
+            if aux is not None:
+                echo_sum += float(aux.detach())
+            if n:
+                sel = selected[offset:offset + n] if selected is not None else None
+                offset += n
+                anchor, is_weight = self.mismatch.anchor(new, mb.old_logprobs[mb.action])
+                res = policy_loss(self.loss_config, new, anchor, mb.advantages[mb.action], sel)
+                per_token = res.per_token if is_weight is None else res.per_token * is_weight
+                loss = loss + (per_token * mb.weight[mb.action]).sum()
+                clip += res.clip_fraction * n
+                cov += res.cov_fraction * n
+                kl += res.abs_kl * n
             loss.backward()
             loss_sum += float(loss.detach())
-            clip += res.clip_fraction * n
-            cov += res.cov_fraction * n
-            kl += res.abs_kl * n
         metrics: dict[str, float | int | str] = dict(self.mismatch.metrics())
+        if echo_tokens:
+            metrics.update({"echo/loss": echo_sum, "echo/tokens": echo_tokens})
         self.mismatch = Mismatch(self.mismatch.correction, self.mismatch.cap)
-        metrics.update({"clip_fraction": clip / total, "policy/cov_fraction": cov / total, "policy/abs_kl": kl / total})
+        denom = max(total, 1)
+        metrics.update({"clip_fraction": clip / denom, "policy/cov_fraction": cov / denom, "policy/abs_kl": kl / denom})
         return TrainOutput(loss=loss_sum, tokens=total, metrics=metrics)
 
     def sft_step(self, datums: Sequence[Datum], lr: float, weight_decay: float) -> TrainOutput:

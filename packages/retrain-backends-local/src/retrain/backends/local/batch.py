@@ -24,6 +24,7 @@ class Batch:
     advantages: torch.Tensor  # [B, L-1]
     action: torch.Tensor  # [B, L-1] bool
     weight: torch.Tensor  # [B, L-1]
+    echo: torch.Tensor | None = None  # [B, L-1] ECHO weights (retrain.types.Datum.echo_weights), None: no ECHO
 
     @property
     def rows(self) -> int:
@@ -35,11 +36,13 @@ class Batch:
 
     def slice(self, start: int, stop: int) -> Batch:
         b = Batch(self.input_ids[start:stop], self.attention_mask[start:stop], self.old_logprobs[start:stop],
-                  self.advantages[start:stop], self.action[start:stop], self.weight[start:stop])
+                  self.advantages[start:stop], self.action[start:stop], self.weight[start:stop],
+                  self.echo[start:stop] if self.echo is not None else None)
         width = int(b.attention_mask.sum(-1).max()) if b.rows else 1
         if width < b.input_ids.shape[1]:
             b = Batch(b.input_ids[:, :width], b.attention_mask[:, :width], b.old_logprobs[:, : width - 1],
-                      b.advantages[:, : width - 1], b.action[:, : width - 1], b.weight[:, : width - 1])
+                      b.advantages[:, : width - 1], b.action[:, : width - 1], b.weight[:, : width - 1],
+                      b.echo[:, : width - 1] if b.echo is not None else None)
         return b
 
 
@@ -52,6 +55,7 @@ def collate(datums: Sequence[Datum], pad_id: int, device: torch.device, *, aggre
     old = torch.zeros((rows, width), dtype=torch.float32)
     adv = torch.zeros((rows, width), dtype=torch.float32)
     sampled = torch.zeros((rows, width), dtype=torch.bool)
+    echo = torch.zeros((rows, width), dtype=torch.float32) if any(d.echo_weights for d in datums) else None
     for i, d in enumerate(datums):
         n = len(d.tokens)
         lengths = (len(d.logprobs), len(d.advantages)) + (() if d.mask is None else (len(d.mask),))
@@ -63,10 +67,14 @@ def collate(datums: Sequence[Datum], pad_id: int, device: torch.device, *, aggre
         old[i, :n] = torch.tensor(d.logprobs, dtype=torch.float32)
         adv[i, :n] = torch.tensor(d.advantages, dtype=torch.float32)
         sampled[i, :n] = torch.tensor(d.loss_mask(), dtype=torch.bool)
+        if echo is not None and d.echo_weights:
+            if len(d.echo_weights) != n:
+                raise ValueError(f"datum {i}: {len(d.echo_weights)} ECHO weights for {n} tokens")
+            echo[i, :n] = torch.tensor(d.echo_weights, dtype=torch.float32)
     action = sampled[:, 1:] & mask[:, 1:].bool()
     weight = token_weights(aggregation, action, max_tokens)
     return Batch(ids.to(device), mask.to(device), old[:, 1:].to(device), adv[:, 1:].to(device), action.to(device),
-                 weight.to(device))
+                 weight.to(device), echo[:, 1:].to(device) if echo is not None else None)
 
 
 def micro_batches(batch: Batch, size: int) -> list[Batch]:

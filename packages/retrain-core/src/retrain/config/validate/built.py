@@ -71,7 +71,6 @@ class NotBuilt:
         return "**Not built yet:** only the default is accepted."
 
 
-_TL_GRPO = ("turn-level GRPO (tl_grpo)", "remove it; tl_grpo = false")
 _SFT_DATA = ("a separate SFT data set", 'remove it; sft_warmup_steps warms up on the [data] prompts')
 _INFERENCE = ("inference-engine tuning", "remove it; tune an inference server with its own flags")
 
@@ -84,12 +83,6 @@ NOT_BUILT: tuple[NotBuilt, ...] = (
     NotBuilt("training.trainer", "{value!r}", 'trainer = "retrain", the RL loop',
              values=("sft", "optimizer_replay", "command", "ttt_discover", DOTTED)),
     NotBuilt("training.trainer_command", "trainer = command", "remove it"),
-    NotBuilt("training.tl_grpo", *_TL_GRPO),
-    NotBuilt("training.tl_grpo_branch_mode", *_TL_GRPO),
-    NotBuilt("training.tl_grpo_branch_size", *_TL_GRPO),
-    NotBuilt("training.tl_grpo_lookahead_steps", *_TL_GRPO),
-    NotBuilt("training.tl_grpo_ema_decay", *_TL_GRPO),
-    NotBuilt("training.tl_grpo_ema_init", *_TL_GRPO),
     NotBuilt("training.sft_data_path", *_SFT_DATA),
     NotBuilt("training.sft_data_sha256", *_SFT_DATA),
     NotBuilt("training.sft_data_rows", *_SFT_DATA),
@@ -101,15 +94,17 @@ NOT_BUILT: tuple[NotBuilt, ...] = (
     NotBuilt("training.sft_batch_order", "SFT batch ordering", "remove it; warmup takes the [data] prompt order"),
     NotBuilt("training.sft_length_bucket_size", "SFT batch ordering", "remove it; warmup takes the [data] prompt order"),
     NotBuilt("training.sft_reshuffle_each_epoch", "SFT batch ordering", "remove it; warmup takes the [data] prompt order"),
-    NotBuilt("echo", "ECHO (an auxiliary loss on environment tokens)", "remove the [echo] table"),
+    NotBuilt("echo.min_prompt_overlap", "stitching turns by prompt overlap (ECHO's fallback)",
+             "remove it; retrain extends each turn's tokens exactly (token-in/token-out), so there is "
+             "nothing to stitch"),
     NotBuilt("inference.engine", "{value!r}", 'engine = "pytorch", "vllm", "sglang" or "openai"',
              values=("max", "trtllm", "mlx")),
     NotBuilt("inference.attention_kernel", *_INFERENCE),
     NotBuilt("inference.dtype", *_INFERENCE),
     NotBuilt("inference.kv_cache_dtype", *_INFERENCE),
     NotBuilt("inference.prefix_caching", *_INFERENCE),
-    NotBuilt("environment", "environment support (verifiers, OpenEnv)",
-             'remove the [environment] table; prompts come from [data] source, scores from [reward] type'),
+    NotBuilt("environment.auto_install", "installing a missing taskset package (auto_install)",
+             "install the taskset's package yourself (pip install <package>) before the run"),
     NotBuilt("logging.checkpoint_artifacts", "uploading checkpoints to W&B",
              'checkpoint_artifacts = "auto" or "off"; checkpoints stay under adapter_path', values=("wandb",)),
     NotBuilt("logging.generation_top_surprisal_limit", "logging the most surprising tokens of a generation", "remove it"),

@@ -12,7 +12,7 @@ from retrain.backends.options import normalize_options
 from retrain.config.errors import ConfigIssue
 from retrain.config.fields import parse_devices
 from retrain.config.schema import TrainConfig
-from retrain.config.validate.built import live_values
+from retrain.config.validate.built import NOT_BUILT_TEXT, live_values
 from retrain.config.validate.mode import available_hint, check_selector
 from retrain.plugins.resolve import is_dotted
 from retrain.registry import builtin
@@ -80,8 +80,27 @@ def check_runtime(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
         elif env.provider == "openenv" and urlparse(env.id).scheme not in ("http", "https", "ws", "wss"):
             issues.append(ConfigIssue(f"{env.id!r} must be an http(s):// or ws(s):// URL for openenv",
                                       key="[environment] id"))
+        if env.provider == "verifiers" and env.max_turns != -1:
+            issues.append(ConfigIssue(f"{NOT_BUILT_TEXT}: verifiers multi-turn environments (max_turns = "
+                                      f"{env.max_turns}); verifiers tasksets train single-turn",
+                                      key="[environment] max_turns",
+                                      hint='remove it, or serve the game over OpenEnv (provider = "openenv")'))
+    else:
+        default = type(env)()
+        for key in ("id", "args", "max_turns", "rollout_env_workers", "rollout_buffer_size"):
+            if getattr(env, key) != getattr(default, key):
+                issues.append(ConfigIssue("has no effect without [environment] provider", key=f"[environment] {key}",
+                                          hint='provider = "verifiers" or "openenv", or remove it'))
+    if c.echo.enabled and env.provider != "openenv":
+        issues.append(ConfigIssue("ECHO trains on the observation tokens of multi-turn episodes, which only "
+                                  "the OpenEnv provider produces in this version", key="[echo] enabled",
+                                  hint='[environment] provider = "openenv"'))
 
     t = c.training
+    if t.tl_grpo and env.provider != "openenv":
+        issues.append(ConfigIssue("TL-GRPO scores alternative actions by replaying an episode in a fresh session, "
+                                  "which only an OpenEnv environment allows (reset with the episode's seed)",
+                                  key="[training] tl_grpo", hint='[environment] provider = "openenv"'))
     if t.trainer not in builtin.TRAINERS and not is_dotted(t.trainer):
         issues.append(ConfigIssue(f"unknown trainer {t.trainer!r}", key="[training] trainer",
                                   hint=available_hint(t.trainer, live_values("training.trainer", builtin.TRAINERS),

@@ -1,0 +1,78 @@
+"""The verifiers provider's `Environment` (retrain.environments.protocol): single-turn tasks.
+
+Each task becomes an `Example` (prompt text, answer as reference, the taskset id as task,
+its `idx` as example id); prompts render through the chat template with the task's system
+prompt; a step samples `group_size` completions per prompt in one backend call and scores
+them with the task's own rewards.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from retrain.backends.protocol import Tokenizer, TrainBackend
+from retrain.config.schema import TrainConfig
+from retrain.environments.chat import chat_tokenizer, prompt_ids
+from retrain.environments.concurrency import EnvClock
+from retrain.environments.verifiers.load import load_tasks
+from retrain.environments.verifiers.score import messages, score
+from retrain.training.rollouts import Group, StepRollouts, sample_texts
+from retrain.types import Example, SamplingParams
+
+
+class VerifiersEnvironment:
+    def __init__(self, taskset_id: str, tasks: Sequence[Any], workers: int) -> None:
+        self.taskset_id = taskset_id
+        self.tasks = list(tasks)
+        self.workers = workers
+        self._examples = [self._example(i, t) for i, t in enumerate(self.tasks)]
+
+    def _example(self, i: int, task: Any) -> Example:
+        msgs = messages(task)
+        prompt = next((m["content"] for m in reversed(msgs) if m["role"] == "user"), "")
+        answer = getattr(task.data, "answer", "")
+        return Example(prompt=prompt, reference="" if answer is None else str(answer), task=self.taskset_id,
+                       info={"task_index": i}, example_id=task.data.idx if task.data.idx is not None else i)
+
+    def examples(self) -> Sequence[Example]:
+        return self._examples
+
+    def encode(self, example: Example, tokenizer: Tokenizer) -> list[int]:
+        task = self.tasks[int((example.info or {})["task_index"])]
+        return prompt_ids(chat_tokenizer(tokenizer), messages(task))
+
+    def open(self, backend: TrainBackend) -> None:
+        chat_tokenizer(backend.tokenizer)
+
+    def collect(self, backend: TrainBackend, batch: Sequence[tuple[Example, list[int]]], *, group_size: int,
+                sampling: SamplingParams) -> StepRollouts:
+        samples, texts, sample_s = sample_texts(backend, batch, group_size, sampling)
+        t0 = time.perf_counter()
+        clock = EnvClock()
+        pairs = [(self.tasks[int((ex.info or {})["task_index"])], text)
+                 for (ex, _), group in zip(batch, texts, strict=True) for text in group]
+        scores = score(pairs, self.workers, clock)
+        rewards = np.asarray(scores.rewards, dtype=np.float64)
+        groups = [Group(ex, ids, list(comps), list(txts), rewards[i * group_size:(i + 1) * group_size])
+                  for i, ((ex, ids), comps, txts) in enumerate(zip(batch, samples, texts, strict=True))]
+        env = {**scores.metrics(), "env/score_s": round(clock.wall_s, 6), "env/env_wall_s": round(clock.wall_s, 6),
+               "env/env_s": round(clock.busy_s, 6)}
+        return StepRollouts(groups, sample_s, time.perf_counter() - t0, env_metrics=env)
+
+    def state(self) -> dict[str, Any]:
+        return {}
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def create_environment(config: TrainConfig) -> VerifiersEnvironment:
+    env = config.environment
+    return VerifiersEnvironment(env.id, load_tasks(env.id, env.args), env.rollout_env_workers)
