@@ -1,5 +1,6 @@
 """Each distribution builds a wheel that keeps its ranges on the other members; the CLI and
-core wheels alone install without torch and explain the demo; the CLI + Tinker backend too."""
+core wheels alone install without torch and explain the demo; the CLI + Tinker backend
+install without torch too, and train against the Tinker test server."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+from txserver.runs import retrain, write_run
+from txserver.server import TxServer
+
+from retrain.io.log import read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 UV = shutil.which("uv")
@@ -76,7 +81,8 @@ def test_cli_and_core_wheels_alone_explain_the_demo(wheels: Path, tmp_path: Path
     assert "retrain-backends-local" in proc.stdout + proc.stderr  # says what would run it
 
 
-def test_cli_and_tinker_backend_install_without_torch(wheels: Path, tmp_path: Path) -> None:
+def test_cli_and_tinker_backend_install_without_torch_and_train(wheels: Path, tmp_path: Path,
+                                                                tx_server: TxServer) -> None:
     venv = tmp_path / "venv"
     uv("venv", "--quiet", str(venv))
     py = venv / "bin" / "python"
@@ -94,3 +100,16 @@ def test_cli_and_tinker_backend_install_without_torch(wheels: Path, tmp_path: Pa
     explain = subprocess.run([str(venv / "bin" / "retrain"), "explain", "c.toml", "--json"], capture_output=True,
                              text=True, timeout=120, check=True, cwd=tmp_path)
     assert any("retrain-backends-local" in w for w in json.loads(explain.stdout)["dep_warnings"])
+    # and it trains: two RL steps and a checkpoint against the Tinker test server
+    run = tmp_path / "run"
+    run.mkdir()
+    # (step 1 sampled while step 0 trains: max_async_level = 1)
+    cfg = write_run(run, tx_server, eval_every=0, max_steps=2, save_every=2, max_async_level=1)
+    done = retrain(cfg, python=str(py), timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = read_jsonl(run / "logs" / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [0, 1] and all("mean_reward" in r for r in rows)
+    assert [r["async/policy_lag"] for r in rows] == [0, 1]
+    assert "PyTorch was not found" not in done.stderr  # retrain's own output only
+    assert all(r["tinker/forward_backward_s"] > 0 for r in rows if not r["skipped"])
+    assert (run / "adapters" / "final" / "adapter_model.safetensors").is_file()

@@ -35,7 +35,7 @@ def client(server: Served):  # type: ignore[no-untyped-def]
 
 
 def tiny(seed: int = 0):  # type: ignore[no-untyped-def]
-    from retrain.backends.local.tokenizer import HFTokenizer
+    from retrain.backends.tokenizer import HFTokenizer
     from retrain.models.load import ModelSpec, load_model, load_tokenizer
 
     torch.set_num_threads(1)

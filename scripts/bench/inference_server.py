@@ -47,7 +47,7 @@ def start_server(root: Path) -> tuple[subprocess.Popen[str], str]:
 
 
 def prompts(n: int) -> list[list[int]]:
-    from retrain.backends.local.tokenizer import HFTokenizer
+    from retrain.backends.tokenizer import HFTokenizer
     from retrain.models.load import ModelSpec, load_tokenizer
 
     tok = HFTokenizer(load_tokenizer(ModelSpec("tiny")))
@@ -74,7 +74,7 @@ async def through_server(url: str, concurrency: int, total: int) -> dict[str, fl
 def in_process(concurrency: int, total: int) -> dict[str, float]:
     import torch
 
-    from retrain.backends.local.tokenizer import HFTokenizer
+    from retrain.backends.tokenizer import HFTokenizer
     from retrain.inference_engine.pytorch.sample import generate
     from retrain.models.load import ModelSpec, load_model, load_tokenizer
     from retrain.types import SamplingParams

@@ -1,13 +1,21 @@
-"""The tinker backend registers its metadata; until it is built, running it says so clearly."""
+"""The tinker backend registers its definition (every loss aggregation, a doctor probe); a run
+without an API key, or against a service that does not answer, stops at once with one line
+that never holds the key."""
 
 from __future__ import annotations
 
+import socket
+import time
 from importlib import metadata
 
+import msgspec
 import pytest
 
 from retrain.backends import catalog
 from retrain.backends.errors import BackendUnavailable
+from retrain.config.schema import LOSS_AGGREGATIONS, TrainConfig
+
+KEY = "tml-unit-test-key-5b1e"
 
 
 def test_entry_point_registers_the_definition() -> None:
@@ -17,10 +25,45 @@ def test_entry_point_registers_the_definition() -> None:
     assert definition.distribution == "retrain-backends-tinker"
     entry = catalog.lookup("tinker")
     assert entry is not None and entry.installed and not entry.problems  # contract supported
+    assert entry.runnable and entry.definition.probe == "retrain.backends.tinker.doctor:probe"
+    assert entry.definition.capabilities.loss_aggregations == LOSS_AGGREGATIONS
 
 
-def test_factory_names_the_distribution() -> None:
+def unreachable_config(options: dict[str, object] | None = None) -> TrainConfig:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    c = TrainConfig()
+    model = msgspec.structs.replace(c.model, base_url=f"http://127.0.0.1:{port}")
+    backend = msgspec.structs.replace(c.backend, backend="tinker", options=dict(options or {}))
+    return msgspec.structs.replace(c, model=model, backend=backend)
+
+
+def test_a_missing_key_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     from retrain.backends.tinker.create import create_backend
 
-    with pytest.raises(BackendUnavailable, match="retrain-backends-tinker"):
-        create_backend(object())
+    monkeypatch.delenv("TINKER_API_KEY", raising=False)
+    with pytest.raises(BackendUnavailable, match="needs an API key: set TINKER_API_KEY"):
+        create_backend(unreachable_config())
+
+
+def test_an_unreachable_service_fails_fast_without_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    from retrain.backends.tinker.create import create_backend
+
+    monkeypatch.setenv("TINKER_API_KEY", KEY)
+    config = unreachable_config({"call_timeout_s": 5})
+    t0 = time.monotonic()
+    with pytest.raises(BackendUnavailable, match=r"cannot reach the Tinker service at http://127\.0\.0\.1:") as err:
+        create_backend(config)
+    assert time.monotonic() - t0 < 30 and KEY not in str(err.value) and "\n" not in str(err.value)
+
+
+def test_doctor_probe_reports_the_sdk_and_the_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    from retrain.backends.tinker.doctor import probe
+
+    monkeypatch.setenv("TINKER_API_KEY", KEY)
+    report = probe(unreachable_config(), timeout_s=5)
+    assert report["sdk"] == metadata.version("tinker") and report["answers"] is False
+    assert "cannot reach" in report["error"] and KEY not in repr(report)
+    monkeypatch.delenv("TINKER_API_KEY")
+    assert "TINKER_API_KEY" in probe(unreachable_config(), timeout_s=5)["error"]

@@ -139,3 +139,14 @@ def test_crash_point_reaches_only_the_targeted_run() -> None:
     assert "RETRAIN_CRASH_AT" not in run_environ("a_s1", env) and run_environ("a_s1", env)["X"] == "1"
     assert run_environ("b_s1", env)["RETRAIN_CRASH_AT"] == "after_step@1"
     assert run_environ("a_s1", {"RETRAIN_CRASH_AT": "x@1"})["RETRAIN_CRASH_AT"] == "x@1"
+
+
+def test_runs_on_tinker_share_one_throttle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    text = CAMPAIGN.replace("[backend.options]\ntrain_microbatch_size = 2\n", "[backend]\nbackend = 'tinker'\n")
+    c = plan(tmp_path, text)
+    assert {r.config.backend.throttle_dir for r in c.runs} == {str(c.dir / "tinker_throttle")}
+    own = plan(tmp_path, text.replace("backend = 'tinker'\n", "backend = 'tinker'\nthrottle_dir = '/tmp/slots'\n"),
+               "own.toml")
+    assert {r.config.backend.throttle_dir for r in own.runs} == {"/tmp/slots"}
+    assert {r.config.backend.throttle_dir for r in plan(tmp_path, CAMPAIGN, "local.toml").runs} == {""}

@@ -78,7 +78,7 @@ def test_several_problems_at_once(cli, tmp_path: Path) -> None:  # type: ignore[
 
 
 def test_backend_not_available_in_this_version(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    (tmp_path / "c.toml").write_text("[backend]\nbackend = 'tinker'\n[training]\nmax_steps = 3\n")
+    (tmp_path / "c.toml").write_text("[backend]\nbackend = 'unsloth'\n[training]\nmax_steps = 3\n")
     check(cli("c.toml"), "not built yet in this version")
 
 

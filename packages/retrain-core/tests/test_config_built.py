@@ -59,6 +59,9 @@ def test_server_engines_and_their_keys_are_live(tmp_path: Path) -> None:
         assert NOT_BUILT_TEXT in errors_of(tmp_path, f'[inference]\nengine = "{engine}"\n')[0]
     errs = errors_of(tmp_path, "[training]\nmax_async_level = 1\n")
     assert len(errs) == 1 and "[training] max_async_level" in errs[0] and "inference server" in errs[0]
+    # the Tinker service samples apart from the weights that train
+    (tmp_path / "tinker.toml").write_text("[backend]\nbackend = 'tinker'\n[training]\nmax_async_level = 1\n")
+    assert load_config(tmp_path / "tinker.toml").config.training.max_async_level == 1
     errs = errors_of(tmp_path, '[inference]\nengine = "vllm"\nurl = "localhost:8000"\n')
     assert "[inference] url" in errs[0] and "http://" in errs[0]
 
@@ -70,9 +73,6 @@ LISTED_IN_THE_ISSUE = {
     "[training] sft_batch_order": "[training]\nsft_batch_order = 'length'\n",
     "[logging] checkpoint_artifacts": "[logging]\ncheckpoint_artifacts = 'wandb'\nwandb_project = 'p'\n",
     "[logging] generation_top_surprisal_limit": "[logging]\ngeneration_top_surprisal_limit = 5\n",
-    "[model] base_url": "[model]\nbase_url = 'http://x'\n",
-    "[backend] throttle_dir": "[backend]\nthrottle_dir = '/tmp/t'\n",
-    "[backend] max_concurrent": "[backend]\nmax_concurrent = 2\n",
     "[backend] devices": "[backend]\ndevices = 'gpu:0,gpu:1'\n",
     "[training] trainer": "[training]\ntrainer = 'sft'\n",
     "[inference] prefix_caching": "[inference]\nprefix_caching = false\n",
@@ -86,6 +86,22 @@ LISTED_IN_THE_ISSUE = {
     "[backend.options] train_unsloth_fused_ce": "[backend.options]\ntrain_unsloth_fused_ce = 'auto'\n",
     "[backend.options] strict_deterministic": "[backend.options]\nstrict_deterministic = true\n",
 }
+
+
+TINKER_ONLY = {
+    "[model] base_url": "[model]\nbase_url = 'http://x'\n",
+    "[backend] throttle_dir": "[backend]\nthrottle_dir = '/tmp/t'\n",
+    "[backend] max_concurrent": "[backend]\nmax_concurrent = 2\n",
+}
+
+
+@pytest.mark.parametrize("label", sorted(TINKER_ONLY))
+def test_tinker_keys_are_refused_on_other_backends(tmp_path: Path, label: str) -> None:
+    errs = errors_of(tmp_path, TINKER_ONLY[label])
+    assert len(errs) == 1 and f'{label}: is read only by backend = "tinker"' in errs[0], errs
+    live = tmp_path / "tinker.toml"
+    live.write_text("[backend]\nbackend = 'tinker'\n" + TINKER_ONLY[label].replace("[backend]\n", ""))
+    assert load_config(live).config.backend.backend == "tinker"  # live there
 
 
 @pytest.mark.parametrize("label", sorted(LISTED_IN_THE_ISSUE))
@@ -265,8 +281,9 @@ def test_the_walk_sees_real_reads(sources: list[tuple[str, ast.Module]]) -> None
     read: set[tuple[str, str]] = set()
     for _, tree in sources:
         read |= section_reads(tree)
-    assert {("training", "lr"), ("optimizer", "beta1"), ("sepa", "delay_steps"), ("logging", "wandb_tags")} <= read
-    assert not {("model", "base_url"), ("backend", "throttle_dir"), ("echo", "min_prompt_overlap")} & read
+    assert {("training", "lr"), ("optimizer", "beta1"), ("sepa", "delay_steps"), ("logging", "wandb_tags"),
+            ("model", "base_url"), ("backend", "throttle_dir")} <= read
+    assert not {("echo", "min_prompt_overlap")} & read
 
 
 def test_the_table_names_real_keys_and_options() -> None:
@@ -279,6 +296,7 @@ def test_the_table_names_real_keys_and_options() -> None:
 
 
 def test_unavailable_backends_say_not_built() -> None:
-    for name in ("tinker", "unsloth", "prime_rl"):
+    for name in ("unsloth", "prime_rl"):
         d = builtin_definition(name)
         assert not d.available and NOT_BUILT_TEXT in d.note, (name, d.note)
+    assert builtin_definition("tinker").available

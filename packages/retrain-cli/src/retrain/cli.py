@@ -195,11 +195,11 @@ def backends_cmd(as_json: Annotated[bool, typer.Option("--json", help="Machine-r
 
 @app.command("doctor")
 def doctor_cmd(
-    config: Annotated[str | None, typer.Argument(help="Config whose inference server to probe.")] = None,
+    config: Annotated[str | None, typer.Argument(help="Config whose inference server (or Tinker service) to probe.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Which optional packages, devices and versions are present (never imports torch); with
-    CONFIG, whether its [inference] server answers and which models it serves."""
+    CONFIG, whether its [inference] server (or its Tinker service) answers and what it serves."""
     from retrain.commands.doctor.run import run
 
     guarded(run, as_json, config)

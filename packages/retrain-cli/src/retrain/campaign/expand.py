@@ -78,6 +78,9 @@ def _set_by_file(source: TomlSource, section: str, key: str) -> bool:
     return isinstance(table, dict) and bool(table.get(key))
 
 
+TINKER_THROTTLE = "tinker_throttle"
+
+
 def campaign_dir(source: TomlSource, base: TrainConfig) -> Path:
     if _set_by_file(source, "logging", "log_dir"):
         return Path(base.logging.log_dir).resolve()
@@ -93,21 +96,26 @@ def expand(plan: CampaignPlan, source: TomlSource) -> Campaign:
         for seed in plan.settings.seeds:
             name = run_name(condition.label, seed)
             config = _run_config(condition.config, condition.label, name, seed, plan.max_steps,
-                                 folder / layout.CAMPAIGN_RUNS / name, adapters / name)
+                                 folder / layout.CAMPAIGN_RUNS / name, adapters / name, folder / TINKER_THROTTLE)
             header = f"run {name} of campaign {source.path}\nrerun alone: retrain THIS_FILE"
             runs.append(RunSpec(name, condition, seed, config, config_toml(config, header)))
     return Campaign(Path(source.path), folder, plan.settings, plan.max_steps, runs)
 
 
 def _run_config(config: TrainConfig, label: str, name: str, seed: int, max_steps: int, log_dir: Path,
-                adapter_path: Path) -> TrainConfig:
+                adapter_path: Path, throttle: Path) -> TrainConfig:
+    """The campaign's runs on tinker share one throttle (at most max_concurrent remote calls in
+    flight across the parallel runs) unless the file names its own."""
     replace = msgspec.structs.replace
+    backend = replace(config.backend, adapter_path=str(adapter_path))
+    if config.backend.backend == "tinker" and not config.backend.throttle_dir:
+        backend = replace(backend, throttle_dir=str(throttle))
     logging = replace(config.logging, log_dir=str(log_dir))
     if config.logging.wandb_project:
         logging = replace(logging, wandb_group=config.logging.wandb_group or label,
                           wandb_run_name=name, wandb_tags=config.logging.wandb_tags or f"{label},seed{seed}")
     return replace(config,
                    training=replace(config.training, seed=seed, max_steps=max_steps),
-                   backend=replace(config.backend, adapter_path=str(adapter_path)),
+                   backend=backend,
                    logging=logging,
                    resume=replace(config.resume, from_=""))

@@ -50,6 +50,16 @@ class BackendCapabilities:
             "loss_aggregations": list(self.loss_aggregations),
         }
 
+    def summary(self) -> str:
+        """One line for `retrain backends` and `retrain trace`."""
+        def flag(value: bool) -> str:
+            return "yes" if value else "no"
+
+        return (f"sync loss {flag(self.reports_sync_loss)}, token advantages {flag(self.preserves_token_advantages)}, "
+                f"resume {self.checkpoint_resume_mode}{' (runtime-dependent)' if self.resume_runtime_dependent else ''}, "
+                f"ECHO shared forward {flag(self.supports_echo_shared_forward)}, "
+                f"loss aggregations {', '.join(self.loss_aggregations)}")
+
 
 PLUGIN_DEFAULT_CAPABILITIES = BackendCapabilities()
 
@@ -79,6 +89,10 @@ class BackendDefinition:
     #: `module:attr` of a factory `(TrainConfig) -> serving engine` for `retrain serve`
     #: (retrain.backends.serving); "" when the backend offers none
     serving: str = ""
+    #: `module:attr` of `(TrainConfig) -> dict` for `retrain doctor CONFIG`: whether the
+    #: backend's remote service answers and what it serves ({answers, error | models, ...});
+    #: "" when there is nothing remote to probe
+    probe: str = ""
 
 
 _BUILTIN = {
@@ -106,12 +120,13 @@ _BUILTIN = {
         name="tinker",
         factory="retrain.backends.tinker.create:create_backend",
         distribution="retrain-backends-tinker",
-        # token_mean only: the other loss aggregations are not built yet for tinker
-        capabilities=BackendCapabilities(True, True, True, True, "exact", False),
+        # exact and runtime-dependent: weights and optimizer state live in the service's
+        # checkpoints (save_state / load_state_with_optimizer), sampling seeds derive from the
+        # batch; a resume needs the service to still hold the checkpoint. Every aggregation:
+        # its per-token weights are folded into the advantages (tinker/loss.py)
+        capabilities=BackendCapabilities(True, True, True, True, "exact", False, LOSS_AGGREGATIONS),
         dependency="tinker",
         hint="pip install retrain-backends-tinker",
-        available=False,
-        note="the tinker backend is not built yet in this version; use backend = \"local\"",
     ),
     "prime_rl": BackendDefinition(
         name="prime_rl",
@@ -181,8 +196,9 @@ def lookup(name: str) -> BackendEntry | None:
     if name in _BUILTIN:
         base = builtin_definition(name)
         if loaded is not None:
-            base = replace(base, factory=loaded.factory, serving=loaded.serving, available=loaded.available and base.available,
-                           note=loaded.note or base.note, contract=loaded.contract)
+            base = replace(base, factory=loaded.factory, serving=loaded.serving, probe=loaded.probe,
+                           available=loaded.available and base.available, note=loaded.note or base.note,
+                           contract=loaded.contract)
         return BackendEntry(name, base, "builtin", installed=loaded is not None, problems=problems)
     if loaded is not None:
         return BackendEntry(name, loaded, "entry_point", installed=True, problems=problems)

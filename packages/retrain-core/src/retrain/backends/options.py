@@ -143,7 +143,19 @@ PRIME_RL_OPTIONS: dict[str, OptionSpec] = {
     "sync_poll_s": OptionSpec(float, 0.2, validator=_gt0),
 }
 
-TINKER_OPTIONS: dict[str, OptionSpec] = {}
+TINKER_OPTIONS: dict[str, OptionSpec] = {
+    "api_key": _s("", description="Tinker API key; empty = the TINKER_API_KEY environment variable. "
+                               "Never written to logs, run_meta.json or config snapshots."),
+    "train_mlp": _b(True, "Train LoRA adapters on the MLP layers."),
+    "train_attn": _b(True, "Train LoRA adapters on the attention layers."),
+    "train_unembed": _b(True, "Train a LoRA adapter on the unembedding (output) layer."),
+    "call_timeout_s": OptionSpec(float, 600.0, validator=_gt0,
+                                 description="Longest wait for one remote call (first calls compile: be generous)."),
+    "max_retries": _i(3, description="Retries of an idempotent remote call (sample, save, load) after a "
+                                     "timeout, a 429 or a 5xx; forward_backward and optim_step are never resent."),
+    "retry_backoff_s": OptionSpec(float, 2.0, validator=_ge0,
+                                  description="First retry delay, doubled at each retry."),
+}
 
 BUILTIN_OPTION_SCHEMAS: dict[str, OptionSchema] = {
     "local": LOCAL_OPTIONS,

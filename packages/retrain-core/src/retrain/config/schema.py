@@ -225,7 +225,7 @@ class TrainingConfig(Section):
     max_async_level: Annotated[
         int,
         F("0 = sample, then train; 1 = sample step k+1 on the inference server while step k trains "
-          "(one step off-policy; needs an inference server engine).", ge=0, le=1),
+          "(one step off-policy; needs an inference server engine or backend = tinker).", ge=0, le=1),
     ] = 0
     lr: Annotated[float, F("Learning rate.", gt=0)] = 4e-5
     weight_decay: Annotated[float, F("AdamW weight decay.")] = 0.0
@@ -240,7 +240,7 @@ class TrainingConfig(Section):
         LossAggregation,
         F("How per-token policy losses sum to the step's loss: token_mean (over every sampled token "
           "of the step; TRL dapo), seq_mean_token_mean (TRL grpo), seq_mean_token_sum, constant "
-          "(divide by completions x max_tokens; Dr. GRPO). Non-default values need backend = local."),
+          "(divide by completions x max_tokens; Dr. GRPO). Non-default values need backend = local or tinker."),
     ] = "token_mean"
     kl_cov_percent: Annotated[float, F("kl_cov: percent of tokens penalised.", ge=0, le=100)] = 0.2
     kl_cov_coef: Annotated[float, F("kl_cov: penalty coefficient.", ge=0)] = 1.0

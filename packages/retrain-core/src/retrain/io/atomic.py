@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,3 +52,34 @@ def fsync_dir(folder: str | Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def fsync_tree(root: Path) -> None:
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            with open(path, "rb") as f:
+                os.fsync(f.fileno())
+    for folder in sorted({p.parent for p in root.rglob("*")} | {root}):
+        fsync_dir(folder)
+
+
+def write_dir_atomic(path: str | Path, fill: Callable[[Path], None]) -> Path:
+    """Build a directory with `fill(tmp)` under a temporary name, fsync it, rename it into
+    place (replacing any directory of that name) and fsync the parent."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    fill(tmp)
+    fsync_tree(tmp)
+    if target.exists():
+        old = target.parent / f".{target.name}.old-{os.getpid()}"
+        os.replace(target, old)
+        os.replace(tmp, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, target)
+    fsync_dir(target.parent)
+    return target

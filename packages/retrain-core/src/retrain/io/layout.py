@@ -41,6 +41,8 @@ FINAL = "final"
 LIVE_ADAPTER = "_live_adapter"
 #: inside a checkpoint: the adapter the inference server was sampling from at that point
 SAMPLER_ADAPTER = "sampler_adapter"
+#: a remote backend's checkpoint folder: the service paths of its state (the Tinker backend)
+TINKER_CHECKPOINT = "tinker_checkpoint.json"
 
 
 def eval_problems_name(step: int) -> str:

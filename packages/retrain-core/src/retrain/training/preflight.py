@@ -104,6 +104,7 @@ class Preflight:
             "needs_planning": p.needs_planning if p else False,
             "uses_sepa_controller": p.uses_sepa_controller if p else False,
             "preserves_token_advantages": self.capabilities.preserves_token_advantages,
+            "backend_capabilities": self.capabilities.as_dict(),
             "pipeline": p.describe() if p else None,
         }
 

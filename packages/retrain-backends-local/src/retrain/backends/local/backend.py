@@ -27,9 +27,10 @@ from retrain.backends.local.logprobs import action_logprobs
 from retrain.backends.local.lora import apply_lora
 from retrain.backends.local.loss import PolicyLossConfig, policy_loss, select_tokens, sft_loss
 from retrain.backends.local.mismatch import Mismatch
-from retrain.backends.local.server import ServerLink, request_seeds
+from retrain.backends.local.server import ServerLink
 from retrain.backends.local.sync import MergedSampler
-from retrain.backends.local.tokenizer import HFTokenizer
+from retrain.backends.seeds import request_seeds
+from retrain.backends.tokenizer import HFTokenizer
 from retrain.config.schema import TrainConfig
 from retrain.errors import UserError
 from retrain.inference_engine.pytorch.sample import SampleStats, generate

@@ -14,28 +14,17 @@ of the same name (left by a run killed after writing it but before recording it)
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from retrain.io.atomic import fsync_dir
+from retrain.io.atomic import write_dir_atomic
 from retrain.models.quiet import no_progress_bars
 
 #: where 0.1.0 checkpoints kept their weights
 LEGACY_WEIGHTS = {True: "adapter", False: "model"}
-
-
-def _fsync_tree(root: Path) -> None:
-    for path in sorted(root.rglob("*")):
-        if path.is_file():
-            with open(path, "rb") as f:
-                os.fsync(f.fileno())
-    for folder in sorted({p.parent for p in root.rglob("*")} | {root}):
-        fsync_dir(folder)
 
 
 def save_weights(model: Any, folder: Path, *, lora: bool) -> None:
@@ -68,28 +57,6 @@ def load_weights(model: Any, folder: Path, *, lora: bool) -> None:
     if set(missing) - tied or unexpected:
         raise RuntimeError(f"checkpoint {folder} does not match the model (missing {sorted(missing)[:3]}, "
                            f"unexpected {sorted(unexpected)[:3]})")
-
-
-def write_dir_atomic(path: str | Path, fill: Callable[[Path], None]) -> Path:
-    """Build a directory with `fill(tmp)` under a temporary name, fsync it, rename it into
-    place (replacing any directory of that name) and fsync the parent."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    fill(tmp)
-    _fsync_tree(tmp)
-    if target.exists():
-        old = target.parent / f".{target.name}.old-{os.getpid()}"
-        os.replace(target, old)
-        os.replace(tmp, target)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, target)
-    fsync_dir(target.parent)
-    return target
 
 
 def weights_folder(folder: Path, *, lora: bool) -> Path:

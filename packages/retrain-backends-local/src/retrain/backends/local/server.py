@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from retrain.backends.local.checkpointing import save_weights, write_dir_atomic
-from retrain.backends.local.tokenizer import HFTokenizer
+from retrain.backends.tokenizer import HFTokenizer
 from retrain.config.schema import TrainConfig
 from retrain.inference_engine.openai.engine import (
     API_KEY_ENV,
@@ -27,17 +27,6 @@ from retrain.inference_engine.openai.engine import (
 )
 from retrain.io.layout import LIVE_ADAPTER, SAMPLER_ADAPTER
 from retrain.types import Completion, SamplingParams
-
-
-def request_seeds(run_seed: int, batch: int | None, n: int) -> list[int] | None:
-    """One seed per request, a function of the run's seed and the batch's name only (never of
-    a stream another thread draws from), so re-sampling a batch gives the same requests."""
-    if batch is None:
-        return None
-    import hashlib
-
-    return [int.from_bytes(hashlib.blake2b(f"{run_seed}:{batch}:{i}".encode(), digest_size=4).digest(), "little")
-            & 0x7FFFFFFF for i in range(n)]
 
 
 def codec_for(tokenizer: HFTokenizer) -> TextCodec:

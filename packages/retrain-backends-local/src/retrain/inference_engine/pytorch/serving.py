@@ -314,7 +314,7 @@ def create(config: Any) -> ServingEngine:
     import os
 
     from retrain.backends.local.device import autocast_dtype, plan_device
-    from retrain.backends.local.tokenizer import HFTokenizer
+    from retrain.backends.tokenizer import HFTokenizer
     from retrain.models.load import ModelSpec, load_model, load_tokenizer
 
     t = config.training

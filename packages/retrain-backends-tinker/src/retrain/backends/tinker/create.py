@@ -1,11 +1,11 @@
-"""Factory of the tinker backend."""
+"""Factory of the tinker backend (entry point `retrain.backends: tinker`)."""
 
 from __future__ import annotations
 
-from typing import NoReturn
-
-from retrain.backends.errors import BackendUnavailable
+from retrain.config.schema import TrainConfig
 
 
-def create_backend(config: object) -> NoReturn:
-    raise BackendUnavailable.not_built("retrain-backends-tinker", "the tinker backend")
+def create_backend(config: TrainConfig) -> object:
+    from retrain.backends.tinker.train import TinkerBackend
+
+    return TinkerBackend(config)

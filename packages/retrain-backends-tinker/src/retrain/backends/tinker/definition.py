@@ -6,4 +6,5 @@ BACKEND = builtin_definition(
     "tinker",
     contract=(1, 0),  # the backend contract this distribution was built against
     factory="retrain.backends.tinker.create:create_backend",
+    probe="retrain.backends.tinker.doctor:probe",
 )

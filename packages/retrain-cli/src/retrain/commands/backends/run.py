@@ -17,10 +17,6 @@ from retrain.registry.health import distribution_version
 INDENT = " " * 12
 
 
-def _flag(value: bool) -> str:
-    return "yes" if value else "no"
-
-
 def run(as_json: bool) -> None:
     if as_json:
         data = describe_catalog()
@@ -42,12 +38,7 @@ def run(as_json: bool) -> None:
             lines.append(f"            install: {d.hint}")
         for problem in entry.problems:
             lines.append(f"            problem: {problem}")
-        lines.append(
-            f"            sync loss {_flag(caps.reports_sync_loss)}, token advantages "
-            f"{_flag(caps.preserves_token_advantages)}, resume {caps.checkpoint_resume_mode}"
-            f"{' (runtime-dependent)' if caps.resume_runtime_dependent else ''}, ECHO shared forward "
-            f"{_flag(caps.supports_echo_shared_forward)}"
-        )
+        lines.append(f"            {caps.summary()}")
         schema = d.option_schema or {}
         lines.append(f"            options: {len(schema)} (`retrain backends --json` lists them)" if schema
                      else "            options: none")

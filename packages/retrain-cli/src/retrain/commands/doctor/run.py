@@ -7,7 +7,12 @@ import json
 
 from retrain.backends.catalog import all_entries
 from retrain.commands.doctor.probe import cuda_devices, machine, packages
-from retrain.commands.doctor.server import probe_server, server_line
+from retrain.commands.doctor.server import (
+    backend_service_line,
+    probe_backend_service,
+    probe_server,
+    server_line,
+)
 from retrain.registry.health import installed_versions
 
 
@@ -25,6 +30,8 @@ def report(config: str | None = None) -> dict[str, object]:
 
         c = load_config(config).config
         out["inference_server"] = probe_server(c.inference.engine, c.inference.url)
+        if (service := probe_backend_service(c)) is not None:
+            out["backend_service"] = service
     return out
 
 
@@ -54,9 +61,12 @@ def run(as_json: bool, config: str | None = None) -> None:
         missing += not p["available"]
         lines.append(f"  {p['module']:<22} {state:<16} {p['purpose']}" + ("" if p["available"] else f"  ({p['hint']})"))
     lines += ["", "All optional packages are installed." if not missing else f"{missing} optional packages are missing."]
+    service = r.get("backend_service")
+    if isinstance(service, dict):
+        lines += ["", backend_service_line(service)]
     server = r.get("inference_server")
     if isinstance(server, dict):
         lines += ["", server_line(server)]
-    elif "inference_server" in r:
+    elif "inference_server" in r and not isinstance(service, dict):
         lines += ["", 'Inference: engine = "pytorch" samples in-process (no server to probe)']
     print("\n".join(lines))

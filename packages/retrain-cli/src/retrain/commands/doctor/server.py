@@ -1,4 +1,5 @@
-"""`retrain doctor CONFIG`: does the config's inference server answer, and what does it serve?"""
+"""`retrain doctor CONFIG`: does the config's inference server (or its backend's remote
+service) answer, and what does it serve?"""
 
 from __future__ import annotations
 
@@ -45,3 +46,26 @@ def server_line(probe: dict[str, Any]) -> str:
     if probe["answers"]:
         return f"Inference server ({probe['engine']}) {probe['url']}: answers; serves {', '.join(probe['models']) or 'nothing'}"
     return f"Inference server ({probe['engine']}) {probe['url']}: does not answer — {probe['error']}"
+
+
+def probe_backend_service(config: Any) -> dict[str, Any] | None:
+    """The config's backend's own probe (BackendDefinition.probe), reached through the
+    catalog; None when the backend has nothing remote or is not installed here."""
+    from retrain.backends import catalog
+    from retrain.registry.core import load_target
+
+    entry = catalog.lookup(config.backend.backend)
+    if entry is None or not entry.installed or not entry.definition.probe:
+        return None
+    result: dict[str, Any] = load_target(entry.definition.probe, entry.name)(config)
+    return result
+
+
+def backend_service_line(probe: dict[str, Any]) -> str:
+    head = f"{probe['backend']} service {probe.get('service', '')}".rstrip() + f" (SDK {probe.get('sdk') or 'missing'})"
+    if not probe["answers"]:
+        return f"{head}: does not answer — {probe['error']}"
+    line = f"{head}: answers; serves {', '.join(probe['models']) or 'any model it is asked for'}"
+    if probe.get("serves_model") is False:
+        line += " — not this config's [model] model"
+    return line

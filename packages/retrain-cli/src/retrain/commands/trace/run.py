@@ -21,6 +21,7 @@ def render_text(report: TraceReport) -> str:
         f"Condition: {flow.condition_label}",
         f"Backend: {flow.backend} (source: {flow.backend_source})",
         f"Token advantages: {'per token' if flow.capabilities.preserves_token_advantages else 'one per completion'}",
+        f"Capabilities: {flow.capabilities.summary()}",
     ]
     if pipeline is not None:
         d = pipeline.describe()

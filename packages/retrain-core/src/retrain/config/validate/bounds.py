@@ -114,7 +114,8 @@ def _inference(c: TrainConfig) -> list[ConfigIssue]:
     if inf.url and not server:
         issues.append(ConfigIssue('is set but engine = "pytorch" samples in-process', key=lab("inference_url"),
                                   hint='engine = "vllm" (or sglang, openai) to sample on that server'))
-    if t.max_async_level > 0 and not server:
+    # the Tinker service samples from saved sampler weights, apart from the ones that train
+    if t.max_async_level > 0 and not server and c.backend.backend != "tinker":
         issues.append(ConfigIssue(
             'needs an inference server: the in-process engine = "pytorch" samples the very weights that train',
             key=lab("max_async_level"), hint='engine = "vllm" with url = ..., or max_async_level = 0'))

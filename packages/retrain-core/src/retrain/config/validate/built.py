@@ -6,7 +6,7 @@ version" and what to use instead. Nothing is accepted and then ignored: a test w
 schema field and every option of a built backend and fails when one is neither read by
 runtime code nor listed here. When a feature is built, its lines leave these tables.
 
-Backends that are not built (tinker, unsloth, prime_rl) are marked in their catalog
+Backends that are not built (unsloth, prime_rl) are marked in their catalog
 definitions (`available=False`) and refused when a run starts; `explain` still previews them.
 """
 
@@ -77,9 +77,6 @@ _INFERENCE = ("inference-engine tuning", "remove it; tune an inference server wi
 NOT_BUILT: tuple[NotBuilt, ...] = (
     NotBuilt("backend.devices", "training on more than one device", 'one device: devices = "gpu:0" or "cpu"',
              refuse=_second_device),
-    NotBuilt("backend.throttle_dir", "Tinker call throttling", "remove it; the tinker backend is not built either"),
-    NotBuilt("backend.max_concurrent", "Tinker call throttling", "remove it; the tinker backend is not built either"),
-    NotBuilt("model.base_url", "a remote model service (base_url)", "remove it; the model loads in-process"),
     NotBuilt("reward.type", "{value!r} (the LLM judge reward)", 'type = "match", "math", "custom" or a reward plugin',
              values=("judge",)),
     NotBuilt("reward.judge_model", "the LLM judge reward", "remove it"),

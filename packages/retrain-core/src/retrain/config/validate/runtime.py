@@ -156,6 +156,16 @@ def _backend_rules(backend: str, options: dict[str, Any], c: TrainConfig) -> lis
     if backend == "prime_rl" and options.get("strict_advantages") is False:
         issues.append(ConfigIssue("prime_rl needs strict_advantages = true (it trains on one advantage per completion)",
                                   key="[backend.options] strict_advantages"))
+    if backend == "tinker":
+        issues += _tinker_rules(c)
+    else:
+        b, defaults = c.backend, TrainConfig()
+        for key, value, default in (("[model] base_url", c.model.base_url, defaults.model.base_url),
+                                    ("[backend] throttle_dir", b.throttle_dir, defaults.backend.throttle_dir),
+                                    ("[backend] max_concurrent", b.max_concurrent, defaults.backend.max_concurrent)):
+            if value != default:
+                issues.append(ConfigIssue(f"is read only by backend = \"tinker\" (this config trains on {backend!r})",
+                                          key=key, hint="remove it"))
     if backend == "unsloth":
         chosen = [k for k in ("load_in_4bit", "load_in_8bit", "load_in_16bit") if options.get(k)]
         if len(chosen) > 1:
@@ -165,3 +175,24 @@ def _backend_rules(backend: str, options: dict[str, Any], c: TrainConfig) -> lis
 
 
 __all__ = ["check_runtime", "entry_point_names"]
+
+
+def _tinker_rules(c: TrainConfig) -> list[ConfigIssue]:
+    """Settings the Tinker service cannot honour: it samples and computes the loss itself."""
+    t, defaults = c.training, TrainConfig()
+    refused = (
+        ("[inference] engine", c.inference.engine, defaults.inference.engine,
+         "the service samples; inference engines serve the local backend", "remove it"),
+        ("[inference] importance_sampling_correction", c.inference.importance_sampling_correction, False,
+         "the sampler-mismatch correction is built for the local backend only", "remove it"),
+        ("[training] min_p", t.min_p, defaults.training.min_p,
+         "the Tinker sampler has no min_p", "remove it; top_p and top_k work"),
+        ("[training] clip_ratio_c", t.clip_ratio_c, defaults.training.clip_ratio_c,
+         "Tinker's ppo loss has no dual clip", "remove it"),
+        ("[lora] alpha", c.lora.alpha, defaults.lora.alpha,
+         "the service chooses LoRA alpha", "remove it; [model] lora_rank sets the rank"),
+        ("[lora] dropout", c.lora.dropout, defaults.lora.dropout,
+         "the service trains without LoRA dropout", "remove it"),
+    )
+    return [ConfigIssue(f"cannot be set with backend = \"tinker\": {why}", key=key, hint=hint)
+            for key, value, default, why, hint in refused if value != default]

@@ -1,4 +1,5 @@
-"""A transformers tokenizer behind the core `Tokenizer` protocol."""
+"""A Hugging Face tokenizer (any object with its API: transformers, or the one a remote
+service hands out) behind the core `Tokenizer` protocol. Imports nothing heavy itself."""
 
 from __future__ import annotations
 
