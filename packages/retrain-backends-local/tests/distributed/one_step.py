@@ -55,8 +55,6 @@ def main() -> None:
     if backend.world.leader:
         torch.save({"state": state, "loss": out.loss, "tokens": out.tokens}, args.out)
     backend.close()
-    if backend.world.distributed:
-        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

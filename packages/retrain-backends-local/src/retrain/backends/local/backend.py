@@ -444,6 +444,8 @@ class LocalBackend:
         self.optimizer.zero_grad(set_to_none=True)
         if self.server is not None:
             self.server.close()
+        if self.world.distributed and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
 
 
 #: seeds of rank r's streams are the single-process seeds plus r times this

@@ -34,10 +34,6 @@ NOT_BUILT_TEXT = "not built yet in this version"
 DOTTED = "<dotted path>"  # in `values`: any dotted plugin path
 
 
-def _second_device(value: Any) -> bool:
-    return len(parse_devices(value)) > 1
-
-
 @dataclass(frozen=True)
 class NotBuilt:
     """A key ("section.key") or a whole section ("section") that nothing reads yet.
@@ -76,8 +72,6 @@ _SFT_DATA = ("a separate SFT data set", 'remove it; sft_warmup_steps warms up on
 _INFERENCE = ("inference-engine tuning", "remove it; tune an inference server with its own flags")
 
 NOT_BUILT: tuple[NotBuilt, ...] = (
-    NotBuilt("backend.devices", "training on more than one device", 'one device: devices = "gpu:0" or "cpu"',
-             refuse=_second_device),
     NotBuilt("backend.throttle_dir", "Tinker call throttling", "remove it; the tinker backend is not built either"),
     NotBuilt("backend.max_concurrent", "Tinker call throttling", "remove it; the tinker backend is not built either"),
     NotBuilt("model.base_url", "a remote model service (base_url)", "remove it; the model loads in-process"),
