@@ -58,8 +58,9 @@ def test_two_processes_write_one_run_directory(reference: dict[str, object]) -> 
     # one line per step in each log: rank 1 wrote nothing
     assert len(read_jsonl(root / "logs" / "emergence" / "steps.jsonl")) == 3
     assert [r["step"] for r in read_jsonl(root / "logs" / "eval.jsonl")] == [2, 3]
-    assert [p.name for p in sorted((root / "adapters").iterdir())] == [
-        "checkpoint_step_0", "checkpoint_step_1", "checkpoint_step_2", "checkpoint_warmup_step_0", "final"]
+    names = sorted(p.name for p in (root / "adapters").iterdir())
+    assert names == ["checkpoint_step_1", "checkpoint_step_2", "checkpoint_step_3", "checkpoint_warmup_step_1",
+                     "final"]
 
 
 def test_checkpoint_loads_in_one_process(reference: dict[str, object]) -> None:
@@ -81,8 +82,8 @@ def test_checkpoint_loads_in_one_process(reference: dict[str, object]) -> None:
                for name, p in peft_model.named_parameters())
     config = load_config(str(root / "run.toml"), ["--devices", "cpu"], import_plugins=False).config
     backend = LocalBackend(config)
-    backend.load_checkpoint(str(root / "adapters" / "checkpoint_step_2"))
-    ckpt = load_file(str(root / "adapters" / "checkpoint_step_2" / "adapter_model.safetensors"))
+    backend.load_checkpoint(str(root / "adapters" / "checkpoint_step_3"))
+    ckpt = load_file(str(root / "adapters" / "checkpoint_step_3" / "adapter_model.safetensors"))
     got = {n.replace(".default.", "."): p for n, p in backend.model.named_parameters() if p.requires_grad}
     assert set(ckpt) == set(got)
     assert all(torch.equal(ckpt[k], got[k].detach()) for k in ckpt)

@@ -265,7 +265,7 @@ def test_the_table_names_real_keys_and_options() -> None:
 
 
 def test_unavailable_backends_say_not_built() -> None:
-    for name in ("tinker", "unsloth", "prime_rl"):
+    for name in ("tinker", "prime_rl"):
         d = builtin_definition(name)
         assert not d.available and NOT_BUILT_TEXT in d.note, (name, d.note)
 

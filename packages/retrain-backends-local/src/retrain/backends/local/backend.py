@@ -43,6 +43,12 @@ from retrain.types import Completion, Datum, SamplingParams, TrainOutput
 
 
 class LocalBackend:
+    """Variants (the unsloth backend) override the `_load_base`, `_apply_lora`, `_place` and
+    `_sampling_mode` hooks; loss, datums, sampling, sharding and checkpoints are shared."""
+
+    #: route peft LoRA layers through retrain.kernels (a variant with its own kernels says no)
+    patch_lora_kernels = True
+
     def __init__(self, config: TrainConfig, *, model_overrides: Mapping[str, Any] | None = None) -> None:
         t, opts = config.training, config.backend.options
         self.world = current_world()
@@ -61,8 +67,8 @@ class LocalBackend:
         torch.manual_seed(self.seed)
         spec = ModelSpec(config.model.model, config.model.revision, config.model.local_files_only,
                          bool(opts.get("trust_remote_code", False)), tuple(sorted((model_overrides or {}).items())))
-        self.tokenizer = HFTokenizer(load_tokenizer(spec))
-        model = load_model(spec, seed=self.seed)
+        model, tokenizer = self._load_base(config, spec)
+        self.tokenizer = HFTokenizer(tokenizer)
         self.model_name = config.model.model
         self.base_from_seed = is_tiny(config.model.model)
         self.lora = not bool(opts.get("train_full_model", False))
@@ -73,15 +79,12 @@ class LocalBackend:
                 merged == "true" or (merged == "auto" and self.device.type == "cpu")):
             self.sampler = MergedSampler(model)
         if self.lora:
-            model = apply_lora(model, rank=config.model.lora_rank, alpha=config.lora.alpha,
-                               dropout=config.lora.dropout, targets=str(opts.get("lora_target_modules", "")),
-                               layers=str(opts.get("lora_layers_to_transform", "")),
-                               layers_pattern=str(opts.get("lora_layers_pattern", "layers")))
+            model = self._apply_lora(model, config)
         from retrain.kernels import patch_peft_lora, set_kernel_mode
 
         set_kernel_mode(str(opts.get("kernels", "auto")))
-        self.model = model.to(self.device)
-        self.fused_lora_layers = patch_peft_lora(self.model) if self.lora else 0
+        self.model = self._place(model)
+        self.fused_lora_layers = patch_peft_lora(self.model) if self.lora and self.patch_lora_kernels else 0
         if self.sampler is not None:
             self.sampler.model.to(self.device)
             self.sampler.bind(self.model)
@@ -125,6 +128,25 @@ class LocalBackend:
         if on_server:
             self.server = ServerLink(config, self.tokenizer)
             self.server.publish(self.model)
+
+    # model construction (hooks of variants) ---------------------------------------------
+    def _load_base(self, config: TrainConfig, spec: ModelSpec) -> tuple[torch.nn.Module, Any]:
+        """(the base model on the CPU, its tokenizer)."""
+        return load_model(spec, seed=self.seed), load_tokenizer(spec)
+
+    def _apply_lora(self, model: torch.nn.Module, config: TrainConfig) -> torch.nn.Module:
+        opts = config.backend.options
+        return apply_lora(model, rank=config.model.lora_rank, alpha=config.lora.alpha,
+                          dropout=config.lora.dropout, targets=str(opts.get("lora_target_modules", "")),
+                          layers=str(opts.get("lora_layers_to_transform", "")),
+                          layers_pattern=str(opts.get("lora_layers_pattern", "layers")))
+
+    def _place(self, model: torch.nn.Module) -> torch.nn.Module:
+        return model.to(self.device)
+
+    def _sampling_mode(self) -> contextlib.AbstractContextManager[Any]:
+        """Entered around the in-process engine's generation."""
+        return contextlib.nullcontext()
 
     def _rank_seed(self, seed: int) -> int:
         return seed + RANK_SEED_STRIDE * self.world.rank
@@ -183,7 +205,7 @@ class LocalBackend:
         elif self.toggle_eval:
             self.model.eval()
         try:
-            with self._autocast():
+            with self._sampling_mode(), self._autocast():
                 return generate(model, prompts, num_samples, params, self.tokenizer.eos_token_ids,
                                 self.tokenizer.pad_token_id, generator, use_cache=self.use_cache, stats=stats)
         finally:

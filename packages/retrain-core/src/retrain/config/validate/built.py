@@ -119,6 +119,8 @@ _FUSED_CE = ("the fused cross-entropy path", 'remove it; kernels = "auto" picks 
 _LIGER = ("the Liger kernel path", 'remove it; kernels = "auto" picks retrain\'s own kernels')
 _OSCAR = ("OSCAR KV-cache quantization", "remove it")
 _CKPT = ("gradient-checkpointing tuning", "remove it; gradient_checkpointing turns it on or off")
+_FAST = ("Unsloth's vLLM generation (fast_inference)",
+         'remove it; sampling runs retrain\'s engine in Unsloth\'s inference mode, or [inference] engine = "vllm"')
 _LORA = ("this LoRA variant", "remove it; lora_target_modules and lora_layers_to_transform choose what LoRA adapts")
 
 #: [backend.options] of built backends that nothing reads yet: backend -> option -> (what, instead).
@@ -156,6 +158,26 @@ NOT_BUILT_OPTIONS: dict[str, dict[str, tuple[str, str]]] = {
         "lora_detach_input": _LORA,
         "lora_fast_linear": _LORA,
         "lora_freeze_a": _LORA,
+    },
+    "unsloth": {
+        "train_selective_suffix_logits": ("completion-only logits", "remove it"),
+        "train_save_on_cpu": _OFFLOAD,
+        "train_save_on_cpu_pin_memory": _OFFLOAD,
+        "train_save_on_cpu_min_numel": _OFFLOAD,
+        "train_supervised_context_tokens": ("supervised context-token masking", "remove it"),
+        "train_unsloth_fused_ce": _FUSED_CE,
+        "train_unsloth_fused_ce_target_gb": _FUSED_CE,
+        "train_unsloth_fused_ce_torch_compile": _FUSED_CE,
+        "train_compile_selective_ce": _FUSED_CE,
+        "train_compile_selective_ce_min_tokens": _FUSED_CE,
+        "liger_kernel": _LIGER,
+        "liger_fused_linear_ce": _LIGER,
+        "cuda_empty_cache": ("emptying the CUDA cache between phases", "remove it"),
+        "qwen35_gated_delta_kernel": ("the Qwen3.5 gated-delta kernel choice", "remove it"),
+        "qwen35_gated_delta_chunk_size": ("the Qwen3.5 gated-delta chunk size", "remove it"),
+        "fast_inference": _FAST,
+        "gpu_memory_utilization": _FAST,
+        "float8_kv_cache": _FAST,
     },
 }
 
