@@ -9,12 +9,12 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
+import torch
 
-from retrain.backends.local import distributed  # noqa: E402
-from retrain.backends.local.backend import LocalBackend  # noqa: E402
-from retrain.config import load_config  # noqa: E402
-from retrain.types import Datum  # noqa: E402
+from retrain.backends.local import distributed
+from retrain.backends.local.backend import LocalBackend
+from retrain.config import load_config
+from retrain.types import Datum
 
 
 def datums(vocab: int) -> list[Datum]:

@@ -185,13 +185,15 @@ class LocalBackend:
         from retrain.backends.local import distributed
         from retrain.kernels import unrecorded
 
+        assert self.root is not None
         mine = [prompts[i] for i in distributed.share(len(prompts), self.world)]
         local: list[list[Completion]] = []
+        seed = params.seed
         with distributed.gathered(self.root):
-            if mine and params.seed is None:
+            if mine and seed is None:
                 local = self._generate(mine, num_samples, params, self.sample_generator, self.sample_stats)
-            elif mine:
-                generator = torch.Generator(device=self.device).manual_seed(self._rank_seed(params.seed))
+            elif mine and seed is not None:
+                generator = torch.Generator(device=self.device).manual_seed(self._rank_seed(seed))
                 with unrecorded():
                     local = self._generate(mine, num_samples, params, generator, SampleStats())
         return [groups for part in distributed.gather(local, self.world) for groups in part]

@@ -50,7 +50,7 @@ def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
              if isinstance(m, torch.nn.ModuleList) and name.rsplit(".", 1)[-1] in LAYER_LISTS]
     if not found:
         raise RuntimeError(f"{type(model).__name__} has no decoder-layer list ({', '.join(LAYER_LISTS)}) to shard")
-    return list(max(found, key=len))
+    return list(max(found, key=lambda layers: len(layers)))
 
 
 class LogprobRoot(torch.nn.Module):
@@ -77,6 +77,9 @@ def shard(model: torch.nn.Module, mesh: DeviceMesh, param_dtype: torch.dtype | N
         fully_shard(layer, mesh=mesh, mp_policy=policy)
     root = LogprobRoot(model)
     fully_shard(root, mesh=mesh, mp_policy=policy)
+    # FSDP makes the first module whose forward runs the root; sampling runs the layers
+    # without this root's forward (a resumed run samples before it trains), so fix it now
+    root._get_fsdp_state()._lazy_init()
     return root, len(layers)
 
 
@@ -84,7 +87,7 @@ def shard(model: torch.nn.Module, mesh: DeviceMesh, param_dtype: torch.dtype | N
 def gathered(model: torch.nn.Module) -> Iterator[None]:
     """Full weights on every rank for the duration: forward passes inside run no collective,
     so ranks may run different numbers of them (sampling different prompts). `model` is the
-    root; it comes first in modules(), and its unshard() initialises FSDP as the root."""
+    root (`shard`'s)."""
     modules = [m for m in model.modules() if isinstance(m, FSDPModule)]
     for m in modules:
         m.set_reshard_after_forward(False)
