@@ -90,3 +90,12 @@ def test_a_run_refuses_without_a_cuda_gpu_with_exit_2(tmp_path: Path) -> None:
                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300, check=False)
     assert res.returncode == 2, res.stderr
     assert "the unsloth backend needs a CUDA GPU" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_factory_refuses_several_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from retrain.backends.unsloth.create import create_backend
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    with pytest.raises(BackendUnavailable, match="on 2 processes .* not built yet"):
+        create_backend(config(tmp_path))
