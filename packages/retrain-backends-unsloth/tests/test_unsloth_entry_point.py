@@ -97,5 +97,5 @@ def test_factory_refuses_several_processes(tmp_path: Path, monkeypatch: pytest.M
 
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "0")
-    with pytest.raises(BackendUnavailable, match="on 2 processes .* not built yet"):
+    with pytest.raises(BackendUnavailable, match=r"on 2 processes .* not built yet"):
         create_backend(config(tmp_path))
