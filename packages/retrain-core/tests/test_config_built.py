@@ -73,7 +73,6 @@ LISTED_IN_THE_ISSUE = {
     "[training] sft_batch_order": "[training]\nsft_batch_order = 'length'\n",
     "[logging] checkpoint_artifacts": "[logging]\ncheckpoint_artifacts = 'wandb'\nwandb_project = 'p'\n",
     "[logging] generation_top_surprisal_limit": "[logging]\ngeneration_top_surprisal_limit = 5\n",
-    "[backend] devices": "[backend]\ndevices = 'gpu:0,gpu:1'\n",
     "[training] trainer": "[training]\ntrainer = 'sft'\n",
     "[inference] prefix_caching": "[inference]\nprefix_caching = false\n",
     "[echo] min_prompt_overlap": "[echo]\nmin_prompt_overlap = 0.1\n",
@@ -296,7 +295,20 @@ def test_the_table_names_real_keys_and_options() -> None:
 
 
 def test_unavailable_backends_say_not_built() -> None:
-    for name in ("unsloth", "prime_rl"):
-        d = builtin_definition(name)
-        assert not d.available and NOT_BUILT_TEXT in d.note, (name, d.note)
-    assert builtin_definition("tinker").available
+    d = builtin_definition("prime_rl")
+    assert not d.available and NOT_BUILT_TEXT in d.note, d.note
+    assert builtin_definition("tinker").available and builtin_definition("unsloth").available
+
+
+def test_several_devices_are_live_for_the_local_backend_and_refused_by_name_otherwise(tmp_path: Path) -> None:
+    p = tmp_path / "c.toml"
+    p.write_text("[backend]\ndevices = 'gpu:0,gpu:1'\n")
+    assert load_config(p).config.backend.devices == "gpu:0,gpu:1"
+    errs = errors_of(tmp_path, "[backend]\nbackend = 'tinker'\ndevices = 'gpu:0,gpu:1'\n")
+    assert len(errs) == 1 and "[backend] devices" in errs[0] and NOT_BUILT_TEXT in errs[0] and "'tinker'" in errs[0]
+    for text, label in [("[inference]\nengine = 'vllm'\nurl = 'http://h:1/v1'\n", "[inference] engine"),
+                        ("[training]\npolicy_loss_mode = 'kl_cov'\n", "[training] policy_loss_mode")]:
+        errs = errors_of(tmp_path, "[backend]\ndevices = 'cpu,cpu'\n" + text)
+        assert len(errs) == 1 and label in errs[0] and f"with 2 devices is {NOT_BUILT_TEXT}" in errs[0], errs
+    assert "twice" in errors_of(tmp_path, "[backend]\ndevices = 'gpu:0,gpu:0'\n")[0]
+    assert "mixes the CPU and GPUs" in errors_of(tmp_path, "[backend]\ndevices = 'cpu,gpu:0'\n")[0]

@@ -113,8 +113,6 @@ _BUILTIN = {
         capabilities=BackendCapabilities(True, True, True, False, "adapter_only", True),
         dependency="unsloth",
         hint="pip install retrain-backends-unsloth (CUDA GPU required at run time)",
-        available=False,
-        note="the unsloth backend is not built yet in this version; use backend = \"local\"",
     ),
     "tinker": BackendDefinition(
         name="tinker",

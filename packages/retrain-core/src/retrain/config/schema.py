@@ -92,7 +92,8 @@ class BackendConfig(Section):
     ] = "local"
     devices: Annotated[
         str,
-        F("Comma-separated devices: gpu:N or cpu. Two or more GPUs split inference (first) and training (last)."),
+        F("Comma-separated devices: gpu:N or cpu. N entries train one policy on N processes, one per entry "
+          "(torchrun, FSDP2; docs/scaling.md)."),
     ] = "gpu:0"
     adapter_path: Annotated[
         str, F("Where adapters are saved: <adapter_path>/checkpoint_step_N and <adapter_path>/final.")

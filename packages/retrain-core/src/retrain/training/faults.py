@@ -10,6 +10,9 @@ In a campaign, `RETRAIN_CRASH_RUN=<run name>` confines the crash to that run (th
 drops RETRAIN_CRASH_AT from every other run's environment), and `RETRAIN_CRASH_GROUP=1`
 kills the whole process group instead of the one process: the campaign driver and all its
 workers, as a machine that goes down would.
+
+In a multi-process run (torchrun), `RETRAIN_CRASH_RANK=<rank>` confines the crash to that
+rank: the others are left to the launcher, as when one GPU's process dies.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Mapping
 _ENV = "RETRAIN_CRASH_AT"
 _RUN = "RETRAIN_CRASH_RUN"
 _GROUP = "RETRAIN_CRASH_GROUP"
+_RANK = "RETRAIN_CRASH_RANK"
 
 
 def _target() -> tuple[str, int] | None:
@@ -32,6 +36,9 @@ def _target() -> tuple[str, int] | None:
 
 
 def armed(point: str, step: int) -> bool:
+    rank = os.environ.get(_RANK)
+    if rank is not None and rank != os.environ.get("RANK", "0"):
+        return False
     return _target() == (point, step)
 
 

@@ -24,7 +24,9 @@ def versions() -> dict[str, str]:
 
 
 def run_meta(config: TrainConfig, *, status: str, config_path: str = "", policy_ref: str = "",
-             failure: str = "", error: str = "", last_row: dict[str, Any] | None = None) -> dict[str, Any]:
+             failure: str = "", error: str = "", last_row: dict[str, Any] | None = None,
+             world_size: int = 1) -> dict[str, Any]:
+    """`world_size`: the processes the run trains on (torchrun's WORLD_SIZE; 1 without it)."""
     log_dir = Path(config.logging.log_dir)
     meta: dict[str, Any] = {
         "trainer": config.training.trainer,
@@ -34,6 +36,7 @@ def run_meta(config: TrainConfig, *, status: str, config_path: str = "", policy_
         "time": time.time(),
         "config_path": config_path,
         "seed": config.training.seed,
+        "world_size": world_size,
         "config": config_snapshot(config),
         "versions": versions(),
     }

@@ -32,6 +32,7 @@ from retrain.training import faults
 from retrain.training.backpressure import adjust
 from retrain.training.console import PlainReporter, Reporter, eval_line
 from retrain.training.flow import Flow, build_flow
+from retrain.training.follower import FollowerLog, SilentReporter
 from retrain.training.log import RunLog
 from retrain.training.meta import run_meta
 from retrain.training.preflight import trace
@@ -50,6 +51,7 @@ from retrain.training.telemetry import (
 )
 from retrain.training.wandb import create_wandb_sink
 from retrain.training.warmup import WarmupData, warmup_batch_size, warmup_lr
+from retrain.training.world import World, current_world
 
 
 class FlowError(UserError, RuntimeError):
@@ -89,7 +91,9 @@ class Run:
 class Trainer:
     def __init__(self, config: TrainConfig, reporter: Reporter | None = None, *, config_path: str = "") -> None:
         self.config = config
-        self.reporter = reporter or PlainReporter()
+        self.world: World = current_world()
+        # ranks other than 0 train in lockstep and stay silent: rank 0 reports for the run
+        self.reporter = (reporter or PlainReporter()) if self.world.leader else SilentReporter()
         self.config_path = config_path
 
     def run(self) -> RunResult:
@@ -100,12 +104,13 @@ class Trainer:
             cleanup.callback(flow.close)
             log = RunLog(c.logging.log_dir, log_generations=c.logging.log_generations,
                          generations_per_prompt=c.logging.generation_log_samples_per_prompt,
-                         warmup_steps=c.training.sft_warmup_steps)
+                         warmup_steps=c.training.sft_warmup_steps) if self.world.leader else FollowerLog(
+                c.logging.log_dir, warmup_steps=c.training.sft_warmup_steps)
             cleanup.callback(log.close)
             start = prepare(c, log)
             log.write_pid()
             cleanup.callback(log.clear_pid)
-            log.write_meta(run_meta(c, status="running", config_path=self.config_path))
+            log.write_meta(run_meta(c, status="running", config_path=self.config_path, world_size=self.world.size))
             try:
                 run = self._open(flow, log, start, cleanup)
                 if run.state.phase == "sft":
@@ -115,7 +120,8 @@ class Trainer:
             except BaseException as exc:
                 log.close(exit_code=1)
                 log.write_meta(run_meta(c, status="failed", config_path=self.config_path,
-                                        failure=f"exception:{type(exc).__name__}", error=str(exc)))
+                                        failure=f"exception:{type(exc).__name__}", error=str(exc),
+                                        world_size=self.world.size))
                 raise
         raise AssertionError("unreachable")  # ExitStack does not swallow exceptions
 
@@ -123,6 +129,10 @@ class Trainer:
     def _flow(self) -> Flow:
         c = self.config
         require_runnable(c)
+        if self.world.distributed and c.training.max_async_level > 0:
+            raise FlowError(f"[training] max_async_level = {c.training.max_async_level} with {self.world.size} "
+                            "processes is not built yet (sampling would overlap the training collectives); "
+                            "use max_async_level = 0")
         report = trace(c)
         if not report.ok:
             raise FlowError("training flow validation failed: " + "; ".join(
@@ -135,7 +145,8 @@ class Trainer:
         c, state = self.config, start.state
         caps = capabilities(c)
         state.resume_mode, state.resume_warning = resume_contract(caps)
-        log.wandb = create_wandb_sink(c, condition=flow.condition)
+        if self.world.leader:
+            log.wandb = create_wandb_sink(c, condition=flow.condition)
         env = flow.environment
         examples = list(env.examples()) if env is not None else load_examples(c)
         plan = EvalPlan.of(c)
@@ -184,7 +195,7 @@ class Trainer:
             summary.update({"window": n, "first_reward": sum(window.first[:n]) / n,
                             "last_reward": sum(window.last[-n:]) / n})
         run.log.write_meta(run_meta(c, status="succeeded", config_path=self.config_path, policy_ref=final,
-                                    last_row=run.log.last_row))
+                                    last_row=run.log.last_row, world_size=self.world.size))
         self.reporter.finish(summary)
         return RunResult(c.logging.log_dir, final, state.step + 1, summary)
 
@@ -200,7 +211,8 @@ class Trainer:
             out = run.backend.sft_step(datums, lr, c.training.weight_decay)
             elapsed = round(time.perf_counter() - t0, 6)
             row = WarmupRow(step=step, loss=out.loss, lr=lr, datums=len(datums), supervised_tokens=out.tokens,
-                            step_time_s=elapsed, train_time_s=elapsed).to_dict(backend_counters(run.backend))
+                            step_time_s=elapsed, train_time_s=elapsed).to_dict(backend_counters(run.backend),
+                                                                               {"world_size": self.world.size})
             run.log.record_warmup(row, step)
             state.sft_step, state.example_idx = step, run.cursor.index
             self.reporter.warmup(step, total, row)
@@ -229,7 +241,8 @@ class Trainer:
                                        sequence_tokens(rollouts), times.step_s, skipped=out is None)
             row = step_row(self.config, step=step, condition=run.flow.condition, caps=run.caps, rollouts=rollouts,
                            adv=adv, out=out, running_correct_rate=run.state.running_correct_rate, sizes=run.sizes,
-                           times=times, runtime=backend_counters(run.backend), backpressure=bp_metrics)
+                           times=times, runtime={**backend_counters(run.backend), "world_size": self.world.size},
+                           backpressure=bp_metrics)
             row.update(captured)
             run.log.record_step(row, rollouts, step, correct=adv.correct, total=adv.total)
             run.sizes = sizes

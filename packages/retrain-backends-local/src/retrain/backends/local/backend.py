@@ -1,9 +1,11 @@
 """The local backend: one transformers model (LoRA via peft, or full weights) on one device,
-sampled with the batched PyTorch engine and trained with AdamW."""
+sampled with the batched PyTorch engine and trained with AdamW; under torchrun, one policy
+sharded with FSDP2 across the world's processes (`local.distributed`)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -17,12 +19,13 @@ from retrain.backends.local.batch import Batch, collate, micro_batches
 from retrain.backends.local.checkpointing import (
     load_weights,
     read_checkpoint,
+    read_weights,
     save_weights,
     weights_folder,
     write_checkpoint,
     write_dir_atomic,
 )
-from retrain.backends.local.device import autocast_dtype, plan_device
+from retrain.backends.local.device import autocast_dtype, plan_device, rank_device
 from retrain.backends.local.logprobs import action_logprobs
 from retrain.backends.local.lora import apply_lora
 from retrain.backends.local.loss import PolicyLossConfig, policy_loss, select_tokens, sft_loss
@@ -37,37 +40,53 @@ from retrain.inference_engine.pytorch.sample import SampleStats, generate
 from retrain.models.load import ModelSpec, load_model, load_tokenizer
 from retrain.models.tiny import is_tiny
 from retrain.training.warmup import effective_sft_loss
+from retrain.training.world import current_world
 from retrain.types import Completion, Datum, SamplingParams, TrainOutput
 
 
 class LocalBackend:
+    """Variants (the unsloth backend) override the `_load_base`, `_apply_lora`, `_place` and
+    `_sampling_mode` hooks; loss, datums, sampling, sharding and checkpoints are shared."""
+
+    #: route peft LoRA layers through retrain.kernels (a variant with its own kernels says no)
+    patch_lora_kernels = True
+
     def __init__(self, config: TrainConfig, *, model_overrides: Mapping[str, Any] | None = None) -> None:
         t, opts = config.training, config.backend.options
-        self.device = plan_device(config.backend.devices)
+        self.world = current_world()
+        on_server = config.inference.engine != "pytorch"
+        if self.world.distributed:
+            _refuse_distributed(config, self.world.size)
+        self.device = rank_device(config.backend.devices, self.world) if self.world.distributed \
+            else plan_device(config.backend.devices)
         self.seed = t.seed if t.seed >= 0 else int.from_bytes(os.urandom(4), "little")
+        self.mesh = None
+        if self.world.distributed:
+            from retrain.backends.local import distributed
+
+            self.mesh = distributed.init_mesh(self.world, self.device)
+            self.seed = distributed.gather(self.seed, self.world)[0]  # rank 0's seed (random when unset)
         torch.manual_seed(self.seed)
         spec = ModelSpec(config.model.model, config.model.revision, config.model.local_files_only,
                          bool(opts.get("trust_remote_code", False)), tuple(sorted((model_overrides or {}).items())))
-        self.tokenizer = HFTokenizer(load_tokenizer(spec))
-        model = load_model(spec, seed=self.seed)
+        model, tokenizer = self._load_base(config, spec)
+        self.tokenizer = HFTokenizer(tokenizer)
         self.model_name = config.model.model
         self.base_from_seed = is_tiny(config.model.model)
         self.lora = not bool(opts.get("train_full_model", False))
         merged = str(opts.get("sample_merged_lora", "auto"))
         self.sampler: MergedSampler | None = None
-        on_server = config.inference.engine != "pytorch"
-        if self.lora and not on_server and (merged == "true" or (merged == "auto" and self.device.type == "cpu")):
+        # sharded weights are gathered for sampling (distributed.gathered), not merged into a copy
+        if self.lora and not on_server and not self.world.distributed and (
+                merged == "true" or (merged == "auto" and self.device.type == "cpu")):
             self.sampler = MergedSampler(model)
         if self.lora:
-            model = apply_lora(model, rank=config.model.lora_rank, alpha=config.lora.alpha,
-                               dropout=config.lora.dropout, targets=str(opts.get("lora_target_modules", "")),
-                               layers=str(opts.get("lora_layers_to_transform", "")),
-                               layers_pattern=str(opts.get("lora_layers_pattern", "layers")))
+            model = self._apply_lora(model, config)
         from retrain.kernels import patch_peft_lora, set_kernel_mode
 
         set_kernel_mode(str(opts.get("kernels", "auto")))
-        self.model = model.to(self.device)
-        self.fused_lora_layers = patch_peft_lora(self.model) if self.lora else 0
+        self.model = self._place(model)
+        self.fused_lora_layers = patch_peft_lora(self.model) if self.lora and self.patch_lora_kernels else 0
         if self.sampler is not None:
             self.sampler.model.to(self.device)
             self.sampler.bind(self.model)
@@ -76,11 +95,18 @@ class LocalBackend:
         if self.device.type == "cuda" and opts.get("gradient_checkpointing", True):
             self.model.gradient_checkpointing_enable()
         self.model.train()
+        self.sharded_layers = 0
+        self.root: torch.nn.Module | None = None  # the FSDP root of a multi-process run
+        if self.world.distributed:
+            from retrain.backends.local import distributed
+
+            self.root, self.sharded_layers = distributed.shard(self.model, self.mesh, autocast_dtype(self.device))
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.trainable_parameters = sum(p.numel() for p in params)
         self.optimizer = torch.optim.AdamW(params, lr=t.lr, betas=(config.optimizer.beta1, config.optimizer.beta2),
                                            eps=config.optimizer.eps, weight_decay=t.weight_decay, foreach=True)
-        self.sample_generator = torch.Generator(device=self.device).manual_seed(self.seed + 1)
+        # rank 0 draws the streams of a single-process run; rank r its own (ranks sample different prompts)
+        self.sample_generator = torch.Generator(device=self.device).manual_seed(self._rank_seed(self.seed + 1))
         self.select_generator = torch.Generator().manual_seed(self.seed + 2)
         self.loss_config = PolicyLossConfig(
             mode=t.policy_loss_mode, clip_eps=t.clip_eps, clip_eps_high=t.clip_eps_high, clip_ratio_c=t.clip_ratio_c,
@@ -105,6 +131,28 @@ class LocalBackend:
             self.server = ServerLink(config, self.tokenizer)
             self.server.publish(self.model)
 
+    # model construction (hooks of variants) ---------------------------------------------
+    def _load_base(self, config: TrainConfig, spec: ModelSpec) -> tuple[torch.nn.Module, Any]:
+        """(the base model on the CPU, its tokenizer)."""
+        return load_model(spec, seed=self.seed), load_tokenizer(spec)
+
+    def _apply_lora(self, model: torch.nn.Module, config: TrainConfig) -> torch.nn.Module:
+        opts = config.backend.options
+        return apply_lora(model, rank=config.model.lora_rank, alpha=config.lora.alpha,
+                          dropout=config.lora.dropout, targets=str(opts.get("lora_target_modules", "")),
+                          layers=str(opts.get("lora_layers_to_transform", "")),
+                          layers_pattern=str(opts.get("lora_layers_pattern", "layers")))
+
+    def _place(self, model: torch.nn.Module) -> torch.nn.Module:
+        return model.to(self.device)
+
+    def _sampling_mode(self) -> contextlib.AbstractContextManager[Any]:
+        """Entered around the in-process engine's generation."""
+        return contextlib.nullcontext()
+
+    def _rank_seed(self, seed: int) -> int:
+        return seed + RANK_SEED_STRIDE * self.world.rank
+
     # sampling ---------------------------------------------------------------------------
     def checkpoint(self, name: str) -> None:
         """Publish the trained adapter to the inference server if it has changed since; with the
@@ -123,6 +171,8 @@ class LocalBackend:
                 raise RuntimeError("an inference server returns no token entropies (want_entropy)")
             batch = params.seed if params.seed is not None else params.batch_id
             return self.server.sample(prompts, num_samples, params, request_seeds(self.seed, batch, len(prompts)))
+        if self.world.distributed:
+            return self._sample_shared(prompts, num_samples, params)
         if params.seed is None:
             return self._generate(prompts, num_samples, params, self.sample_generator, self.sample_stats)
         from retrain.kernels import unrecorded
@@ -130,6 +180,25 @@ class LocalBackend:
         generator = torch.Generator(device=self.device).manual_seed(params.seed)
         with unrecorded():
             return self._generate(prompts, num_samples, params, generator, SampleStats())
+
+    def _sample_shared(self, prompts: Sequence[Sequence[int]], num_samples: int,
+                       params: SamplingParams) -> list[list[Completion]]:
+        """This rank's share of the prompts (whole groups), every rank's completions back."""
+        from retrain.backends.local import distributed
+        from retrain.kernels import unrecorded
+
+        assert self.root is not None
+        mine = [prompts[i] for i in distributed.share(len(prompts), self.world)]
+        local: list[list[Completion]] = []
+        seed = params.seed
+        with distributed.gathered(self.root):
+            if mine and seed is None:
+                local = self._generate(mine, num_samples, params, self.sample_generator, self.sample_stats)
+            elif mine and seed is not None:
+                generator = torch.Generator(device=self.device).manual_seed(self._rank_seed(seed))
+                with unrecorded():
+                    local = self._generate(mine, num_samples, params, generator, SampleStats())
+        return [groups for part in distributed.gather(local, self.world) for groups in part]
 
     def _generate(self, prompts: Sequence[Sequence[int]], num_samples: int, params: SamplingParams,
                   generator: torch.Generator, stats: SampleStats) -> list[list[Completion]]:
@@ -140,7 +209,7 @@ class LocalBackend:
         elif self.toggle_eval:
             self.model.eval()
         try:
-            with self._autocast():
+            with self._sampling_mode(), self._autocast():
                 return generate(model, prompts, num_samples, params, self.tokenizer.eos_token_ids,
                                 self.tokenizer.pad_token_id, generator, use_cache=self.use_cache, stats=stats)
         finally:
@@ -160,16 +229,27 @@ class LocalBackend:
 
     def _new_logprobs(self, mb: Batch, positions: torch.Tensor | None = None) -> torch.Tensor:
         with self._autocast():
-            return action_logprobs(self.model, mb.input_ids, mb.attention_mask,
-                                   mb.action if positions is None else positions, self.temperature, self.chunk)
+            where = mb.action if positions is None else positions
+            if self.root is not None:
+                return self.root(mb.input_ids, mb.attention_mask, where, self.temperature, self.chunk)
+            return action_logprobs(self.model, mb.input_ids, mb.attention_mask, where, self.temperature, self.chunk)
 
     def _step(self, grad_norm_out: dict[str, float | int | str]) -> None:
         if self.grad_clip > 0:
             params = [p for g in self.optimizer.param_groups for p in g["params"]]
             norm = torch.nn.utils.clip_grad_norm_(params, self.grad_clip)
-            grad_norm_out["grad_norm"] = float(norm)
+            grad_norm_out["grad_norm"] = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+
+    def _micro_batches(self, batch: Batch) -> list[tuple[Batch, bool]]:
+        """(micro-batch, real): the whole batch's, or this rank's share in as many micro-batches
+        as every other rank's (a stand-in of zero weight where its rows run out)."""
+        if not self.world.distributed:
+            return [(mb, True) for mb in micro_batches(batch, self.microbatch)]
+        from retrain.backends.local import distributed
+
+        return distributed.rank_micro_batches(batch, self.microbatch, self.world)
 
     def train_step(self, datums: Sequence[Datum], lr: float, weight_decay: float) -> TrainOutput:
         """One AdamW update on the policy loss of `datums` (aggregated as configured), plus
@@ -203,14 +283,14 @@ class LocalBackend:
                                      batch.advantages[batch.action], self.select_generator)
         loss_sum, clip, cov, kl, echo_sum = 0.0, 0.0, 0.0, 0.0, 0.0
         offset = 0
-        for mb in micro_batches(batch, self.microbatch):
+        for mb, real in self._micro_batches(batch):
             new, aux = echo.split(self._new_logprobs(mb, echo.positions(mb.action, mb.echo)).float(),
                                   mb.action, mb.echo)
             n = new.numel()
             if n == 0 and aux is None:
                 continue
             loss = aux if aux is not None else new.new_zeros(())
-            if aux is not None:
+            if aux is not None and real:
                 echo_sum += float(aux.detach())
             if n:
                 sel = selected[offset:offset + n] if selected is not None else None
@@ -219,11 +299,19 @@ class LocalBackend:
                 res = policy_loss(self.loss_config, new, anchor, mb.advantages[mb.action], sel)
                 per_token = res.per_token if is_weight is None else res.per_token * is_weight
                 loss = loss + (per_token * mb.weight[mb.action]).sum()
-                clip += res.clip_fraction * n
-                cov += res.cov_fraction * n
-                kl += res.abs_kl * n
-            loss.backward()
-            loss_sum += float(loss.detach())
+                if real:
+                    clip += res.clip_fraction * n
+                    cov += res.cov_fraction * n
+                    kl += res.abs_kl * n
+            if not real:
+                loss = loss * 0.0  # a stand-in keeps this rank's collectives in step with the others'
+            (loss * self.world.size).backward()  # FSDP averages gradients over ranks
+            if real:
+                loss_sum += float(loss.detach())
+        if self.world.distributed:
+            from retrain.backends.local import distributed
+
+            loss_sum, clip, cov, kl, echo_sum = distributed.sum_floats((loss_sum, clip, cov, kl, echo_sum), self.device)
         metrics: dict[str, float | int | str] = dict(self.mismatch.metrics())
         if echo_tokens:
             metrics.update({"echo/loss": echo_sum, "echo/tokens": echo_tokens})
@@ -243,14 +331,18 @@ class LocalBackend:
         self._set_hyper(lr, weight_decay)
         self.optimizer.zero_grad(set_to_none=True)
         loss_sum = 0.0
-        for mb in micro_batches(batch, self.microbatch):
+        for mb, real in self._micro_batches(batch):
             new = self._new_logprobs(mb).float()
             if new.numel() == 0:
                 continue
-            w = mb.advantages[mb.action].clamp_min(0)
+            w = mb.advantages[mb.action].clamp_min(0) * real
             loss = sft_loss(self.sft_kind, new, w).sum() / total
-            loss.backward()
+            (loss * self.world.size).backward()  # FSDP averages gradients over ranks
             loss_sum += float(loss.detach())
+        if self.world.distributed:
+            from retrain.backends.local import distributed
+
+            loss_sum = distributed.sum_floats((loss_sum,), self.device)[0]
         metrics: dict[str, float | int | str] = {}
         self._step(metrics)
         self.stale = True
@@ -271,9 +363,26 @@ class LocalBackend:
     def save_checkpoint(self, path: str) -> str:
         meta = {"seed": self.seed, "model": str(getattr(self.model, "name_or_path", "")),
                 "trainable_parameters": self.trainable_parameters}
+        if self.world.distributed:
+            return self._save_shared(path, meta)
         return str(write_checkpoint(path, model=self.model, lora=self.lora, optimizer=self.optimizer,
                                     rng=self._rng_state(), meta=meta,
                                     extra=self.server.save_into if self.server is not None else None))
+
+    def _save_shared(self, path: str, meta: dict[str, Any]) -> str:
+        """Gather full weights, optimizer state and every rank's RNG streams; rank 0 writes the
+        single-process layout (plus `rng.pt` "ranks") and the others wait for it."""
+        from retrain.backends.local import distributed
+
+        weights = distributed.full_state(self.model, self.world, trainable_only=self.lora)
+        optimizer = distributed.full_optimizer_state(self.model, self.optimizer, self.world)
+        ranks = distributed.gather(self._rng_state(), self.world)
+        if self.world.leader:
+            write_checkpoint(path, model=self.model, lora=self.lora, optimizer=self.optimizer,
+                             rng={**ranks[0], "ranks": ranks}, meta={**meta, "world_size": self.world.size},
+                             weights=weights, optimizer_state=optimizer)
+        distributed.gather(None, self.world)  # no rank reads the checkpoint before it is complete
+        return str(Path(path))
 
     def load_checkpoint(self, path: str) -> None:
         if self.base_from_seed:
@@ -283,7 +392,10 @@ class LocalBackend:
             if saved != self.seed:
                 raise RuntimeError(f"checkpoint {path} was trained on {self.model_name!r} initialised with "
                                    f"seed {saved}; this run uses seed {self.seed} (use the same [training] seed)")
-        rng, _ = read_checkpoint(path, model=self.model, lora=self.lora, optimizer=self.optimizer)
+        if self.world.distributed:
+            rng = self._load_shared(path)
+        else:
+            rng, _ = read_checkpoint(path, model=self.model, lora=self.lora, optimizer=self.optimizer)
         torch.set_rng_state(rng["torch"])
         self.sample_generator.set_state(rng["sample"])
         self.select_generator.set_state(rng["select"])
@@ -294,6 +406,34 @@ class LocalBackend:
             if not self.server.restore_from(Path(path)):
                 self.checkpoint("resume")
 
+    def _load_shared(self, path: str) -> dict[str, Any]:
+        """Every rank reads the checkpoint (a filesystem all ranks see) and keeps its shards;
+        its own RNG streams when the checkpoint was written by a world of this size."""
+        from retrain.backends.local import distributed
+
+        folder = Path(path)
+        meta = json.loads((folder / "checkpoint.json").read_text())
+        if bool(meta.get("lora")) != self.lora:
+            kind = "a LoRA adapter" if meta.get("lora") else "full model weights"
+            raise RuntimeError(f"checkpoint {folder} holds {kind}, which this run does not train")
+        self._load_weights_shared(weights_folder(folder, lora=self.lora))
+        distributed.load_optimizer_state(self.optimizer, torch.load(folder / "optimizer.pt", weights_only=True))
+        rng = torch.load(folder / "rng.pt", weights_only=False)
+        ranks = rng.get("ranks") or []
+        return ranks[self.world.rank] if len(ranks) == self.world.size else rng
+
+    def _load_weights_shared(self, folder: Path) -> None:
+        from retrain.backends.local import distributed
+
+        state = read_weights(folder, lora=self.lora)
+        if self.lora:  # peft saves adapter keys without the adapter's name
+            names = {n.replace(".default.", "."): n for n, p in self.model.named_parameters() if p.requires_grad}
+            state = {names.get(k, k): v for k, v in state.items()}
+        missing = distributed.load_full_state(self.model, state)
+        expected = [n for n in missing if (not self.lora or "lora_" in n) and not n.endswith("lm_head.weight")]
+        if expected:
+            raise RuntimeError(f"checkpoint {folder} does not match the model (missing {sorted(expected)[:3]})")
+
     def load_adapter(self, path: str) -> None:
         """Trained weights alone (a `save_adapter` folder or a checkpoint's), for evaluation:
         the optimizer and the RNG streams are left as they are."""
@@ -302,10 +442,21 @@ class LocalBackend:
         if adapter != self.lora or not any(folder.glob("*.safetensors")):
             kind = "a LoRA adapter" if self.lora else "full model weights (train_full_model = true)"
             raise UserError(f"{path} does not hold {kind}, which this config trains")
-        load_weights(self.model, folder, lora=self.lora)
+        if self.world.distributed:
+            self._load_weights_shared(folder)
+        else:
+            load_weights(self.model, folder, lora=self.lora)
 
     def save_adapter(self, path: str) -> str:
-        return str(write_dir_atomic(path, lambda tmp: save_weights(self.model, tmp, lora=self.lora)))
+        if not self.world.distributed:
+            return str(write_dir_atomic(path, lambda tmp: save_weights(self.model, tmp, lora=self.lora)))
+        from retrain.backends.local import distributed
+
+        weights = distributed.full_state(self.model, self.world, trainable_only=self.lora)
+        if self.world.leader:
+            write_dir_atomic(path, lambda tmp: save_weights(self.model, tmp, lora=self.lora, state_dict=weights))
+        distributed.gather(None, self.world)
+        return str(Path(path))
 
     def runtime_metrics(self) -> dict[str, float | int | str]:
         """Counters since the previous call (one step), so they survive a resume unchanged."""
@@ -324,6 +475,7 @@ class LocalBackend:
             "local_trainable_parameters": self.trainable_parameters,
             "local_device": str(self.device),
             "local_fused_lora_layers": self.fused_lora_layers,
+            "local_sharded_layers": self.sharded_layers,
             **kernel_metrics(reset=True),
         }
 
@@ -331,3 +483,20 @@ class LocalBackend:
         self.optimizer.zero_grad(set_to_none=True)
         if self.server is not None:
             self.server.close()
+        if self.world.distributed and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+
+#: seeds of rank r's streams are the single-process seeds plus r times this
+RANK_SEED_STRIDE = 1_000_003
+
+
+def _refuse_distributed(config: TrainConfig, size: int) -> None:
+    """What a multi-process run does not build yet, refused before the model loads."""
+    t = config.training
+    if config.inference.engine != "pytorch":
+        raise UserError(f"[inference] engine = {config.inference.engine!r} with {size} training processes is "
+                        "not built yet; use engine = \"pytorch\" or one process (docs/scaling.md)")
+    if PolicyLossConfig(mode=t.policy_loss_mode).needs_selection:
+        raise UserError(f"[training] policy_loss_mode = {t.policy_loss_mode!r} with {size} processes is not built "
+                        "yet (its token selection spans the whole batch); use one process")

@@ -27,31 +27,40 @@ from retrain.models.quiet import no_progress_bars
 LEGACY_WEIGHTS = {True: "adapter", False: "model"}
 
 
-def save_weights(model: Any, folder: Path, *, lora: bool) -> None:
-    """A LoRA adapter (loadable with peft.PeftModel.from_pretrained) or the full model."""
+def save_weights(model: Any, folder: Path, *, lora: bool, state_dict: dict[str, torch.Tensor] | None = None) -> None:
+    """A LoRA adapter (loadable with peft.PeftModel.from_pretrained) or the full model;
+    `state_dict` replaces the model's own (full weights gathered from sharded ones)."""
+    extra = {} if state_dict is None else {"state_dict": state_dict}
     with no_progress_bars():
         if lora:
-            model.save_pretrained(str(folder))
+            model.save_pretrained(str(folder), **extra)
         else:
-            model.save_pretrained(str(folder), safe_serialization=True)
+            model.save_pretrained(str(folder), safe_serialization=True, **extra)
 
 
-def load_weights(model: Any, folder: Path, *, lora: bool) -> None:
+def read_weights(folder: Path, *, lora: bool) -> dict[str, torch.Tensor]:
+    """The tensors of a weights folder as saved (adapter keys without the adapter's name)."""
     from safetensors.torch import load_file
 
     if lora:
+        return load_file(str(folder / "adapter_model.safetensors"))
+    state: dict[str, torch.Tensor] = {}
+    for f in sorted(folder.glob("*.safetensors")):
+        state.update(load_file(str(f)))
+    return state
+
+
+def load_weights(model: Any, folder: Path, *, lora: bool) -> None:
+    if lora:
         from peft import set_peft_model_state_dict
 
-        state = load_file(str(folder / "adapter_model.safetensors"))
+        state = read_weights(folder, lora=True)
         result = set_peft_model_state_dict(model, state)
         unexpected = getattr(result, "unexpected_keys", [])
         if unexpected:
             raise RuntimeError(f"checkpoint {folder} has keys the model lacks: {unexpected[:3]}")
         return
-    files = sorted(folder.glob("*.safetensors"))
-    state: dict[str, torch.Tensor] = {}
-    for f in files:
-        state.update(load_file(str(f)))
+    state = read_weights(folder, lora=False)
     missing, unexpected = model.load_state_dict(state, strict=False)
     tied = {k for k in missing if k.endswith("lm_head.weight")}
     if set(missing) - tied or unexpected:
@@ -66,12 +75,15 @@ def weights_folder(folder: Path, *, lora: bool) -> Path:
 
 
 def write_checkpoint(path: str | Path, *, model: Any, lora: bool, optimizer: torch.optim.Optimizer,
-                     rng: dict[str, Any], meta: dict[str, Any], extra: Callable[[Path], None] | None = None) -> Path:
-    """`extra(tmp)` adds files of its own before the directory is renamed into place."""
+                     rng: dict[str, Any], meta: dict[str, Any], extra: Callable[[Path], None] | None = None,
+                     weights: dict[str, torch.Tensor] | None = None,
+                     optimizer_state: dict[str, Any] | None = None) -> Path:
+    """`extra(tmp)` adds files of its own before the directory is renamed into place;
+    `weights` and `optimizer_state` replace the model's and optimizer's own state dicts."""
 
     def fill(tmp: Path) -> None:
-        save_weights(model, tmp, lora=lora)
-        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        save_weights(model, tmp, lora=lora, state_dict=weights)
+        torch.save(optimizer.state_dict() if optimizer_state is None else optimizer_state, tmp / "optimizer.pt")
         torch.save(rng, tmp / "rng.pt")
         (tmp / "checkpoint.json").write_text(json.dumps({**meta, "lora": lora}, indent=2, sort_keys=True) + "\n")
         if extra is not None:

@@ -1,10 +1,13 @@
-"""Where the local backend runs: the first listed device (CPU when CUDA is absent)."""
+"""Where the local backend runs: the first listed device (CPU when CUDA is absent); under
+torchrun, the device of this process's rank."""
 
 from __future__ import annotations
 
 import sys
 
 import torch
+
+from retrain.training.world import World
 
 
 def plan_device(devices: str) -> torch.device:
@@ -16,6 +19,25 @@ def plan_device(devices: str) -> torch.device:
         print(f"retrain: {first} requested but CUDA is not available; training on the CPU", file=sys.stderr)
         return torch.device("cpu")
     return torch.device("cuda", index)
+
+
+def rank_device(devices: str, world: World) -> torch.device:
+    """`devices` listing one entry per process (as `retrain` launches them): the entry of this
+    process's local rank; otherwise every process takes the listed kind, CUDA device
+    `LOCAL_RANK` on a GPU node. CUDA requested but absent is an error: ranks would pile
+    onto the CPU unnoticed."""
+    entries = [d.strip() for d in devices.split(",") if d.strip()] or ["cpu"]
+    entry = entries[world.local_rank] if len(entries) == world.size else entries[0]
+    if entry == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        from retrain.errors import UserError
+
+        raise UserError(f"[backend] devices = {devices!r}: {entry} requested but CUDA is not available "
+                        '(devices = "cpu" trains every process on the CPU)')
+    if len(entries) == world.size:
+        return torch.device("cuda", int(entry.split(":", 1)[1]) if ":" in entry else 0)
+    return torch.device("cuda", world.local_rank)
 
 
 def autocast_dtype(device: torch.device) -> torch.dtype | None:

@@ -22,6 +22,9 @@ def run(as_json: bool) -> None:
         data = describe_catalog()
         data["contracts"]["environment"] = text(ENVIRONMENT_CONTRACT)
         data["environments"] = [_describe_environment(e) for e in environments.all_entries()]
+        from retrain.commands.doctor.probe import unsloth_here
+
+        data["unsloth_runs_here"] = unsloth_here()
         print(json.dumps(data, indent=2, default=str))
         return
     core = distribution_version("retrain-core") or "?"
@@ -38,6 +41,10 @@ def run(as_json: bool) -> None:
             lines.append(f"            install: {d.hint}")
         for problem in entry.problems:
             lines.append(f"            problem: {problem}")
+        if entry.name == "unsloth":
+            from retrain.commands.doctor.probe import unsloth_here
+
+            lines.append(f"            runs here: {unsloth_here()}")
         lines.append(f"            {caps.summary()}")
         schema = d.option_schema or {}
         lines.append(f"            options: {len(schema)} (`retrain backends --json` lists them)" if schema

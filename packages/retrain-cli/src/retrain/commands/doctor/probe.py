@@ -72,3 +72,13 @@ def machine() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "memory_gib": mem_gib,
     }
+
+
+def unsloth_here(cuda_count: int | None = None) -> str:
+    """Whether the unsloth backend can run on this machine, in words: "yes", or "no: why"
+    (it needs Unsloth and a CUDA GPU). Reads the driver's files, not torch."""
+    if not module_available("unsloth"):
+        return "no: unsloth is not installed (pip install retrain-backends-unsloth)"
+    if (cuda_devices()["count"] if cuda_count is None else cuda_count) == 0:
+        return 'no: no CUDA GPU found, and Unsloth needs one (backend = "local" trains on the CPU)'
+    return "yes"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from retrain.backends.catalog import all_entries
-from retrain.commands.doctor.probe import cuda_devices, machine, packages
+from retrain.commands.doctor.probe import cuda_devices, machine, packages, unsloth_here
 from retrain.commands.doctor.server import (
     backend_service_line,
     probe_backend_service,
@@ -25,6 +25,7 @@ def report(config: str | None = None) -> dict[str, object]:
                       "hint": e.definition.hint} for e in all_entries()],
         "packages": packages(),
     }
+    out["unsloth_runs_here"] = unsloth_here(out["cuda"]["count"])  # type: ignore[index]
     if config is not None:
         from retrain.config import load_config
 
@@ -54,6 +55,8 @@ def run(as_json: bool, config: str | None = None) -> None:
     lines += ["", "Backends:"]
     for b in r["backends"]:  # type: ignore[attr-defined]
         lines.append(f"  {b['name']:<9} {b['status']}" + ("" if b["status"] == "available" else f" — {b['hint']}"))
+        if b["name"] == "unsloth":
+            lines.append(f"            runs here: {r['unsloth_runs_here']}")
     lines += ["", "Optional packages:"]
     missing = 0
     for p in r["packages"]:  # type: ignore[attr-defined]

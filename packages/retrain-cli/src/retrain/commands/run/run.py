@@ -28,6 +28,10 @@ def run(args: list[str]) -> None:
         return run_squeeze(str(path))
     loaded = load_config(path, overrides)
     print_warnings(loaded.warnings)
+    from retrain.commands.run.launch import launch, processes
+
+    if n := processes(loaded.config):
+        return launch(n, ["run", *args])
     train(loaded.config, loaded.path)
 
 

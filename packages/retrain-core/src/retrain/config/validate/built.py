@@ -34,10 +34,6 @@ NOT_BUILT_TEXT = "not built yet in this version"
 DOTTED = "<dotted path>"  # in `values`: any dotted plugin path
 
 
-def _second_device(value: Any) -> bool:
-    return len(parse_devices(value)) > 1
-
-
 @dataclass(frozen=True)
 class NotBuilt:
     """A key ("section.key") or a whole section ("section") that nothing reads yet.
@@ -75,8 +71,6 @@ _SFT_DATA = ("a separate SFT data set", 'remove it; sft_warmup_steps warms up on
 _INFERENCE = ("inference-engine tuning", "remove it; tune an inference server with its own flags")
 
 NOT_BUILT: tuple[NotBuilt, ...] = (
-    NotBuilt("backend.devices", "training on more than one device", 'one device: devices = "gpu:0" or "cpu"',
-             refuse=_second_device),
     NotBuilt("reward.type", "{value!r} (the LLM judge reward)", 'type = "match", "math", "custom" or a reward plugin',
              values=("judge",)),
     NotBuilt("reward.judge_model", "the LLM judge reward", "remove it"),
@@ -115,26 +109,33 @@ _FUSED_CE = ("the fused cross-entropy path", 'remove it; kernels = "auto" picks 
 _LIGER = ("the Liger kernel path", 'remove it; kernels = "auto" picks retrain\'s own kernels')
 _OSCAR = ("OSCAR KV-cache quantization", "remove it")
 _CKPT = ("gradient-checkpointing tuning", "remove it; gradient_checkpointing turns it on or off")
+_FAST = ("Unsloth's vLLM generation (fast_inference)",
+         'remove it; sampling runs retrain\'s engine in Unsloth\'s inference mode, or [inference] engine = "vllm"')
 _LORA = ("this LoRA variant", "remove it; lora_target_modules and lora_layers_to_transform choose what LoRA adapts")
+
+#: Options of the training path shared by local and unsloth that nothing reads yet.
+_TRAIN_SHARED_NOT_BUILT: dict[str, tuple[str, str]] = {
+    "train_selective_suffix_logits": ("completion-only logits", "remove it"),
+    "train_save_on_cpu": _OFFLOAD,
+    "train_save_on_cpu_pin_memory": _OFFLOAD,
+    "train_save_on_cpu_min_numel": _OFFLOAD,
+    "train_supervised_context_tokens": ("supervised context-token masking", "remove it"),
+    "train_unsloth_fused_ce": _FUSED_CE,
+    "train_unsloth_fused_ce_target_gb": _FUSED_CE,
+    "train_unsloth_fused_ce_torch_compile": _FUSED_CE,
+    "train_compile_selective_ce": _FUSED_CE,
+    "train_compile_selective_ce_min_tokens": _FUSED_CE,
+    "liger_kernel": _LIGER,
+    "liger_fused_linear_ce": _LIGER,
+    "cuda_empty_cache": ("emptying the CUDA cache between phases", "remove it"),
+    "qwen35_gated_delta_kernel": ("the Qwen3.5 gated-delta kernel choice", "remove it"),
+}
 
 #: [backend.options] of built backends that nothing reads yet: backend -> option -> (what, instead).
 NOT_BUILT_OPTIONS: dict[str, dict[str, tuple[str, str]]] = {
     "local": {
-        "train_selective_suffix_logits": ("completion-only logits", "remove it"),
-        "train_save_on_cpu": _OFFLOAD,
-        "train_save_on_cpu_pin_memory": _OFFLOAD,
-        "train_save_on_cpu_min_numel": _OFFLOAD,
-        "train_supervised_context_tokens": ("supervised context-token masking", "remove it"),
-        "train_unsloth_fused_ce": _FUSED_CE,
-        "train_unsloth_fused_ce_target_gb": _FUSED_CE,
-        "train_unsloth_fused_ce_torch_compile": _FUSED_CE,
-        "train_compile_selective_ce": _FUSED_CE,
-        "train_compile_selective_ce_min_tokens": _FUSED_CE,
-        "liger_kernel": _LIGER,
-        "liger_fused_linear_ce": _LIGER,
-        "cuda_empty_cache": ("emptying the CUDA cache between phases", "remove it"),
+        **_TRAIN_SHARED_NOT_BUILT,
         "cuda_expandable_segments": ("CUDA expandable segments", "remove it; set PYTORCH_CUDA_ALLOC_CONF yourself"),
-        "qwen35_gated_delta_kernel": ("the Qwen3.5 gated-delta kernel choice", "remove it"),
         "train_sft_microbatch_token_budget": ("token-budget SFT micro-batching", "remove it; use train_microbatch_size"),
         "strict_deterministic": ("strict deterministic mode", "remove it; a seeded CPU run is already bit-exact"),
         "sample_kv_quantization": _OSCAR,
@@ -152,6 +153,13 @@ NOT_BUILT_OPTIONS: dict[str, dict[str, tuple[str, str]]] = {
         "lora_detach_input": _LORA,
         "lora_fast_linear": _LORA,
         "lora_freeze_a": _LORA,
+    },
+    "unsloth": {
+        **_TRAIN_SHARED_NOT_BUILT,
+        "qwen35_gated_delta_chunk_size": ("the Qwen3.5 gated-delta chunk size", "remove it"),
+        "fast_inference": _FAST,
+        "gpu_memory_utilization": _FAST,
+        "float8_kv_cache": _FAST,
     },
 }
 

@@ -27,6 +27,35 @@ def check_device(spec: str) -> str | None:
     return f"{spec!r} is not a device (use cpu or gpu:N)"
 
 
+def check_several_devices(c: TrainConfig, devices: list[str]) -> list[ConfigIssue]:
+    """`devices` with N entries trains one policy on N processes (torchrun, FSDP2), one per
+    entry: what that combines with so far."""
+    key, issues = "[backend] devices", []
+    one = 'one device, e.g. devices = "gpu:0"'
+    if c.backend.backend != "local":
+        issues.append(ConfigIssue(f"training on several devices with backend {c.backend.backend!r} is {NOT_BUILT_TEXT}",
+                                  key=key, hint=f'{one}, or backend = "local"'))
+    if len({d == "cpu" for d in devices}) > 1:
+        issues.append(ConfigIssue(f"mixes the CPU and GPUs ({', '.join(devices)})", key=key,
+                                  hint='all "cpu" or all gpu:N'))
+    gpus = [d for d in devices if d != "cpu"]
+    if len(set(gpus)) < len(gpus):
+        issues.append(ConfigIssue(f"lists a GPU twice ({', '.join(devices)}); each training process needs its own",
+                                  key=key, hint='distinct GPUs, e.g. devices = "gpu:0,gpu:1"'))
+    several = f"with {len(devices)} devices is {NOT_BUILT_TEXT}"
+    if c.inference.engine != "pytorch":
+        issues.append(ConfigIssue(f"engine = {c.inference.engine!r} {several}", key="[inference] engine",
+                                  hint=f'engine = "pytorch", or {one} (docs/scaling.md)'))
+    if c.training.max_async_level > 0:
+        issues.append(ConfigIssue(f"max_async_level = {c.training.max_async_level} {several}",
+                                  key="[training] max_async_level", hint="max_async_level = 0"))
+    if c.training.policy_loss_mode in ("kl_cov", "clip_cov"):
+        issues.append(ConfigIssue(f"policy_loss_mode = {c.training.policy_loss_mode!r} {several} (its token "
+                                  "selection spans the whole batch)", key="[training] policy_loss_mode",
+                                  hint=f'policy_loss_mode = "standard", or {one}'))
+    return issues
+
+
 def check_runtime(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
     issues: list[ConfigIssue] = []
     b = c.backend
@@ -43,6 +72,8 @@ def check_runtime(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
     for d in devices:
         if device_problem := check_device(d):
             issues.append(ConfigIssue(device_problem, key="[backend] devices", hint='devices = "gpu:0" or "cpu"'))
+    if len(devices) > 1 and not issues:
+        issues += check_several_devices(c, devices)
 
     options = dict(b.options)
     entry = None

@@ -1,0 +1,91 @@
+"""The run log of a process other than rank 0 in a multi-process run: it takes every call the
+trainer makes on `RunLog` and writes nothing, so one run directory holds one run's files.
+Checkpoints still go through the backend, whose save is collective (every rank takes part,
+rank 0 writes); the trainer state is recorded by rank 0 alone."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from retrain.training import faults
+from retrain.training.log import RunLog
+from retrain.training.state import TrainerState
+from retrain.training.wandb import NullSink
+
+if TYPE_CHECKING:
+    from retrain.backends.protocol import TrainBackend
+    from retrain.evaluation.evaluate import Evaluation
+    from retrain.training.flow import Flow
+    from retrain.training.rollouts import StepRollouts
+
+
+class FollowerLog(RunLog):
+    def __init__(self, log_dir: str | Path, *, warmup_steps: int = 0) -> None:  # no super(): opens no files
+        self.dir = Path(log_dir)
+        self.warmup_steps = warmup_steps
+        self.generations_per_prompt = 0
+        self.wandb = NullSink()
+        self.last_row: dict[str, Any] | None = None
+
+    def record_warmup(self, row: Mapping[str, Any], step: int) -> None:
+        pass
+
+    def record_step(self, row: dict[str, Any], rollouts: StepRollouts, step: int, *, correct: int,
+                    total: int) -> None:
+        self.last_row = row
+
+    def record_eval(self, evaluation: Evaluation) -> dict[str, Any]:
+        return evaluation.row.to_dict()
+
+    def eval_rows(self) -> list[dict[str, Any]]:
+        return []
+
+    def checkpoint(self, backend: TrainBackend, flow: Flow, state: TrainerState, path: str | Path, *,
+                   step: int, phase: str = "") -> str:
+        saved = backend.save_checkpoint(str(path))
+        faults.crash_if(phase + "mid_checkpoint", step)
+        state.checkpoint_name, state.checkpoint_path = Path(path).name, saved
+        faults.crash_if(phase + "after_checkpoint", step)
+        return saved
+
+    def finish_state(self, state: TrainerState) -> None:
+        pass
+
+    def write_pid(self) -> None:
+        pass
+
+    def clear_pid(self) -> None:
+        pass
+
+    def truncate_after(self, step: int, phase: str) -> None:
+        pass
+
+    def sync(self) -> None:
+        pass
+
+    def write_meta(self, meta: Mapping[str, Any]) -> None:
+        pass
+
+    def close(self, exit_code: int = 0) -> None:
+        pass
+
+
+class SilentReporter:
+    """The console of a rank other than 0: rank 0 reports for the run."""
+
+    def start(self, info: Mapping[str, Any]) -> None:
+        pass
+
+    def warmup(self, step: int, total: int, row: Mapping[str, Any]) -> None:
+        pass
+
+    def step(self, step: int, total: int, row: Mapping[str, Any]) -> None:
+        pass
+
+    def message(self, text: str) -> None:
+        pass
+
+    def finish(self, summary: Mapping[str, Any]) -> None:
+        pass
