@@ -68,6 +68,11 @@ def check_runtime(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
                 f"{aggregation!r} is not built yet for backend {b.backend!r} (it computes "
                 f"{', '.join(entry.definition.capabilities.loss_aggregations)})",
                 key="[training] loss_aggregation", hint='loss_aggregation = "token_mean" or backend = "local"'))
+        if c.training.kl_coef > 0 and not entry.definition.capabilities.reference_kl:
+            issues.append(ConfigIssue(
+                f"the KL penalty to the reference policy is not available on backend {b.backend!r} (it cannot "
+                f"compute the reference's logprobs)", key="[training] kl_coef",
+                hint='kl_coef = 0.0, or backend = "local"'))
 
     env = c.environment
     if env.provider:
