@@ -5,7 +5,6 @@ changes training (the final weights differ from the same run without it)."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

@@ -65,17 +65,14 @@ def test_server_engines_and_their_keys_are_live(tmp_path: Path) -> None:
 LISTED_IN_THE_ISSUE = {
     "[optimizer_batch] capture": "[optimizer_batch]\ncapture = true\n",
     "[optimizer_batch] replay_path": "[optimizer_batch]\nreplay_path = 'x'\n",
-    "[training] sft_data_path": "[training]\nsft_data_path = 'sft.jsonl'\n",
-    "[training] sft_data_rows": "[training]\nsft_data_rows = 10\n",
-    "[training] sft_max_tokens": "[training]\nsft_max_tokens = 10\n",
-    "[training] sft_batch_order": "[training]\nsft_batch_order = 'length'\n",
+    "[training] sft_batch_order": "[training]\nsft_warmup_steps = 2\nsft_batch_order = 'length'\n",
     "[logging] checkpoint_artifacts": "[logging]\ncheckpoint_artifacts = 'wandb'\nwandb_project = 'p'\n",
     "[logging] generation_top_surprisal_limit": "[logging]\ngeneration_top_surprisal_limit = 5\n",
     "[model] base_url": "[model]\nbase_url = 'http://x'\n",
     "[backend] throttle_dir": "[backend]\nthrottle_dir = '/tmp/t'\n",
     "[backend] max_concurrent": "[backend]\nmax_concurrent = 2\n",
     "[backend] devices": "[backend]\ndevices = 'gpu:0,gpu:1'\n",
-    "[training] trainer": "[training]\ntrainer = 'sft'\n",
+    "[training] trainer": "[training]\ntrainer = 'optimizer_replay'\n",
     "[training] tl_grpo_branch_size": "[training]\ntl_grpo_branch_size = 8\n",
     "[inference] prefix_caching": "[inference]\nprefix_caching = false\n",
     "[echo] weight": "[echo]\nweight = 0.1\n",
@@ -128,7 +125,7 @@ def test_unknown_values_stay_unknown_not_unbuilt(tmp_path: Path) -> None:
 
 
 def test_cross_field_rules_of_unbuilt_features_do_not_pile_on(tmp_path: Path) -> None:
-    errs = errors_of(tmp_path, "[training]\ntrainer = 'sft'\n[echo]\nenabled = true\nweight = 0\n")
+    errs = errors_of(tmp_path, "[training]\ntrainer = 'optimizer_replay'\n[echo]\nenabled = true\nweight = 0\n")
     assert len(errs) == 3 and all(NOT_BUILT_TEXT in e for e in errs), errs
 
 

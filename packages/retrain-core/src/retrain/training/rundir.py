@@ -36,7 +36,7 @@ def holds_run(log_dir: Path) -> bool:
 
 def fresh_state(config: TrainConfig) -> TrainerState:
     t = config.training
-    return TrainerState(phase="sft" if t.sft_warmup_steps > 0 else "rl",
+    return TrainerState(phase="sft" if t.sft_warmup_steps > 0 or t.trainer == "sft" else "rl",
                         current_batch_size=t.batch_size, current_group_size=t.group_size)
 
 

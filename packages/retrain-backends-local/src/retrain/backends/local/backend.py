@@ -24,7 +24,13 @@ from retrain.backends.local.checkpointing import (
 from retrain.backends.local.device import autocast_dtype, plan_device
 from retrain.backends.local.logprobs import action_logprobs
 from retrain.backends.local.lora import apply_lora
-from retrain.backends.local.loss import PolicyLossConfig, kl_penalty, policy_loss, select_tokens, sft_loss
+from retrain.backends.local.loss import (
+    PolicyLossConfig,
+    kl_penalty,
+    policy_loss,
+    select_tokens,
+    sft_loss,
+)
 from retrain.backends.local.mismatch import Mismatch
 from retrain.backends.local.reference import Reference
 from retrain.backends.local.server import ServerLink, request_seeds

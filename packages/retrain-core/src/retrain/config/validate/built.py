@@ -72,7 +72,8 @@ class NotBuilt:
 
 
 _TL_GRPO = ("turn-level GRPO (tl_grpo)", "remove it; tl_grpo = false")
-_SFT_DATA = ("a separate SFT data set", 'remove it; sft_warmup_steps warms up on the [data] prompts')
+_SFT_AUDIT = ("SFT audit files (checking a run against a recorded audit of its rows or tokens)",
+              "remove it; a trainer = sft run writes sft_manifest.json and sft_data_recoverability.json itself")
 _INFERENCE = ("inference-engine tuning", "remove it; tune an inference server with its own flags")
 
 NOT_BUILT: tuple[NotBuilt, ...] = (
@@ -85,7 +86,7 @@ NOT_BUILT: tuple[NotBuilt, ...] = (
              values=("judge",)),
     NotBuilt("reward.judge_model", "the LLM judge reward", "remove it"),
     NotBuilt("training.trainer", "{value!r}", 'trainer = "retrain", the RL loop',
-             values=("sft", "optimizer_replay", "command", "ttt_discover", DOTTED)),
+             values=("optimizer_replay", "command", "ttt_discover", DOTTED)),
     NotBuilt("training.trainer_command", "trainer = command", "remove it"),
     NotBuilt("training.tl_grpo", *_TL_GRPO),
     NotBuilt("training.tl_grpo_branch_mode", *_TL_GRPO),
@@ -93,17 +94,10 @@ NOT_BUILT: tuple[NotBuilt, ...] = (
     NotBuilt("training.tl_grpo_lookahead_steps", *_TL_GRPO),
     NotBuilt("training.tl_grpo_ema_decay", *_TL_GRPO),
     NotBuilt("training.tl_grpo_ema_init", *_TL_GRPO),
-    NotBuilt("training.sft_data_path", *_SFT_DATA),
-    NotBuilt("training.sft_data_sha256", *_SFT_DATA),
-    NotBuilt("training.sft_data_rows", *_SFT_DATA),
-    NotBuilt("training.sft_audit_path", *_SFT_DATA),
-    NotBuilt("training.sft_audit_sha256", *_SFT_DATA),
-    NotBuilt("training.sft_token_audit_path", *_SFT_DATA),
-    NotBuilt("training.sft_token_audit_sha256", *_SFT_DATA),
-    NotBuilt("training.sft_max_tokens", "an SFT sequence cap", "remove it; warmup targets are short"),
-    NotBuilt("training.sft_batch_order", "SFT batch ordering", "remove it; warmup takes the [data] prompt order"),
-    NotBuilt("training.sft_length_bucket_size", "SFT batch ordering", "remove it; warmup takes the [data] prompt order"),
-    NotBuilt("training.sft_reshuffle_each_epoch", "SFT batch ordering", "remove it; warmup takes the [data] prompt order"),
+    NotBuilt("training.sft_audit_path", *_SFT_AUDIT),
+    NotBuilt("training.sft_audit_sha256", *_SFT_AUDIT),
+    NotBuilt("training.sft_token_audit_path", *_SFT_AUDIT),
+    NotBuilt("training.sft_token_audit_sha256", *_SFT_AUDIT),
     NotBuilt("echo", "ECHO (an auxiliary loss on environment tokens)", "remove the [echo] table"),
     NotBuilt("inference.engine", "{value!r}", 'engine = "pytorch", "vllm", "sglang" or "openai"',
              values=("max", "trtllm", "mlx")),
