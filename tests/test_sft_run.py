@@ -124,3 +124,51 @@ def test_row_pin_is_refused_by_name(tmp_path: Path) -> None:
     assert "Traceback" not in res.stderr and not (tmp_path / "logs").exists()
     res = retrain(write_run(tmp_path, sft_data_sha256="0" * 64))
     assert res.returncode == 2 and "sft_data_sha256" in res.stderr
+
+
+def test_rl_warmup_takes_its_rows_from_sft_data_path(tmp_path: Path) -> None:
+    data = write_data(tmp_path / "sft.jsonl", rows=8)
+    (tmp_path / "toy_reward.py").write_text("def score(response, reference):\n    return float('1' in response)\n")
+    cfg = tmp_path / "rl.toml"
+    cfg.write_text(f"""
+[model]
+model = "tiny"
+lora_rank = 4
+[backend]
+devices = "cpu"
+adapter_path = "{tmp_path / 'adapters'}"
+[algorithm]
+advantage_mode = "grpo"
+transform_mode = "none"
+[training]
+seed = 0
+max_steps = 1
+batch_size = 2
+group_size = 2
+max_tokens = 8
+sft_warmup_steps = 2
+sft_data_path = "{data}"
+sft_batch_order = "length_desc"
+sft_max_tokens = 10
+sft_data_rows = 8
+save_every = 0
+[data]
+source = "arithmetic"
+[reward]
+type = "custom"
+custom_module = "toy_reward"
+custom_function = "score"
+[logging]
+log_dir = "{tmp_path / 'logs'}"
+""")
+    res = retrain(cfg)
+    assert res.returncode == 0, res.stderr
+    warm = [r for r in read_jsonl(tmp_path / "logs" / "metrics.jsonl") if r.get("phase") == "sft"]
+    assert [r["step"] for r in warm] == [0, 1]
+    # every row (prompt template + completion + EOS) has 11 to 13 tokens: the cap cuts each
+    assert all(r["tokens"] == 2 * 10 and r["supervised_tokens"] > 0 and r["sft/truncated_rows"] == 2
+               for r in warm), warm
+    state = json.loads((tmp_path / "logs" / "trainer_state.json").read_text())
+    assert state["sft_schedule"] == {"seed": 0, "rows": 8, "batch_size": 2, "order": "length_desc"}
+    res = retrain(cfg, "--sft-data-rows", "9", "--log-dir", str(tmp_path / "other"))
+    assert res.returncode == 2 and "sft_data_rows: expected 9" in res.stderr

@@ -7,6 +7,8 @@ finished logs equal an uninterrupted run's) and continues from the next step.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from retrain.config.schema import TrainConfig
 from retrain.errors import UserError
 from retrain.io.layout import METRICS
 from retrain.training.log import RunLog
+from retrain.training.meta import run_meta
 from retrain.training.state import STATE_FILE, TrainerState, read_state
 
 
@@ -71,3 +74,22 @@ def prepare(config: TrainConfig, log: RunLog) -> Start:
         log.truncate_after(state.sft_step if state.phase == "sft" else state.step, state.phase)
     where = f"warmup step {state.sft_step}" if state.phase == "sft" else f"step {state.step}"
     return Start(state, checkpoint, note=f"resuming from {checkpoint or 'the base model'} after {where}")
+
+
+@contextlib.contextmanager
+def running(config: TrainConfig, log: RunLog, config_path: str = "") -> Iterator[Start]:
+    """Start or resume the run in `log`'s directory for the duration of the block: run.pid and
+    a "running" run_meta.json while it runs; an exception that escapes closes the logs with
+    exit code 1 and records run_meta.json "failed" with its type and message."""
+    start = prepare(config, log)
+    log.write_pid()
+    try:
+        log.write_meta(run_meta(config, status="running", config_path=config_path))
+        yield start
+    except BaseException as exc:
+        log.close(exit_code=1)
+        log.write_meta(run_meta(config, status="failed", config_path=config_path,
+                                failure=f"exception:{type(exc).__name__}", error=str(exc)))
+        raise
+    finally:
+        log.clear_pid()

@@ -38,7 +38,7 @@ from retrain.training.producer import RolloutProducer
 from retrain.training.prompts import PromptCursor
 from retrain.training.resume import resume_contract
 from retrain.training.rollouts import advantages, train_on
-from retrain.training.rundir import Start, prepare
+from retrain.training.rundir import Start, running
 from retrain.training.sft.batches import SftBatches, schedule_state
 from retrain.training.sft.data import SftData, load_sft_data, sft_cap
 from retrain.training.state import TrainerState
@@ -104,21 +104,12 @@ class Trainer:
                          generations_per_prompt=c.logging.generation_log_samples_per_prompt,
                          warmup_steps=c.training.sft_warmup_steps)
             cleanup.callback(log.close)
-            start = prepare(c, log)
-            log.write_pid()
-            cleanup.callback(log.clear_pid)
-            log.write_meta(run_meta(c, status="running", config_path=self.config_path))
-            try:
-                run = self._open(flow, log, start, cleanup)
-                if run.state.phase == "sft":
-                    self._warmup(run)
-                self._rl(run)
-                return self._finish(run, started)
-            except BaseException as exc:
-                log.close(exit_code=1)
-                log.write_meta(run_meta(c, status="failed", config_path=self.config_path,
-                                        failure=f"exception:{type(exc).__name__}", error=str(exc)))
-                raise
+            start = cleanup.enter_context(running(c, log, self.config_path))
+            run = self._open(flow, log, start, cleanup)
+            if run.state.phase == "sft":
+                self._warmup(run)
+            self._rl(run)
+            return self._finish(run, started)
         raise AssertionError("unreachable")  # ExitStack does not swallow exceptions
 
     # -- setup / cleanup -------------------------------------------------------------------

@@ -29,7 +29,7 @@ from retrain.training import faults
 from retrain.training.console import PlainReporter, Reporter
 from retrain.training.log import RunLog
 from retrain.training.meta import run_meta
-from retrain.training.rundir import prepare
+from retrain.training.rundir import running
 from retrain.training.sft.audit import write_manifest, write_start
 from retrain.training.sft.batches import SftBatches, schedule_state
 from retrain.training.sft.data import SftData, load_sft_data
@@ -54,34 +54,25 @@ class SftTrainer:
         with contextlib.ExitStack() as cleanup:
             log = RunLog(c.logging.log_dir, log_generations=False)
             cleanup.callback(log.close)
-            start = prepare(c, log)
-            log.write_pid()
-            cleanup.callback(log.clear_pid)
-            log.write_meta(run_meta(c, status="running", config_path=self.config_path))
+            start = cleanup.enter_context(running(c, log, self.config_path))
             write_start(c, data, log.dir)
-            try:
-                backend: TrainBackend = create_backend(c)
-                cleanup.callback(backend.close)
-                if start.checkpoint:
-                    backend.load_checkpoint(start.checkpoint)
-                if start.note:
-                    self.reporter.message(start.note)
-                summary = self._train(data, backend, log, start.state)
-                final = backend.save_adapter(str(Path(c.backend.adapter_path) / FINAL))
-                write_manifest(c, data, log.dir, Path(final), start.state.sft_schedule, summary)
-                start.state.checkpoint_name, start.state.checkpoint_path = FINAL, final
-                log.finish_state(start.state)
-                summary.update({"elapsed_s": time.perf_counter() - started, "final_adapter": final,
-                                "log_dir": c.logging.log_dir})
-                log.write_meta(run_meta(c, status="succeeded", config_path=self.config_path, policy_ref=final,
-                                        last_row=log.last_row))
-                self.reporter.finish(summary)
-                return RunResult(c.logging.log_dir, final, c.training.max_steps, summary)
-            except BaseException as exc:
-                log.close(exit_code=1)
-                log.write_meta(run_meta(c, status="failed", config_path=self.config_path,
-                                        failure=f"exception:{type(exc).__name__}", error=str(exc)))
-                raise
+            backend: TrainBackend = create_backend(c)
+            cleanup.callback(backend.close)
+            if start.checkpoint:
+                backend.load_checkpoint(start.checkpoint)
+            if start.note:
+                self.reporter.message(start.note)
+            summary = self._train(data, backend, log, start.state)
+            final = backend.save_adapter(str(Path(c.backend.adapter_path) / FINAL))
+            write_manifest(c, data, log.dir, Path(final), start.state.sft_schedule, summary)
+            start.state.checkpoint_name, start.state.checkpoint_path = FINAL, final
+            log.finish_state(start.state)
+            summary.update({"elapsed_s": time.perf_counter() - started, "final_adapter": final,
+                            "log_dir": c.logging.log_dir})
+            log.write_meta(run_meta(c, status="succeeded", config_path=self.config_path, policy_ref=final,
+                                    last_row=log.last_row))
+            self.reporter.finish(summary)
+            return RunResult(c.logging.log_dir, final, c.training.max_steps, summary)
         raise AssertionError("unreachable")  # ExitStack does not swallow exceptions
 
     def _train(self, data: SftData, backend: TrainBackend, log: RunLog, state: TrainerState) -> dict[str, Any]:
