@@ -9,6 +9,10 @@ TRL runs in its own environment (scripts/peer/trl_env.py, cached by versions), i
 the way its generation step pads them. Without a package index the test is skipped with the
 reason; under CI (`CI` set) it fails instead. The last tests show that a changed mask or
 denominator would make the comparison fail.
+
+With a KL penalty (`kl_coef` = TRL's `beta`, estimator k3 = TRL's) both sides take the base
+model (the adapter disabled) as the reference, each computing its logprobs itself; another
+estimator must then differ from TRL.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ TOLERANCE = 1e-6
 MAX_TOKENS = 6
 RANK, ALPHA = 4, 8
 EPSILONS = (0.2, 1e9)  # TRL always clips; 1e9 makes its clip a no-op, matching clip_eps = 0
+BETA = 0.1
 # retrain aggregation -> (TRL loss_type, factor): retrain's loss = factor x TRL's
 EQUIVALENT = {
     "token_mean": ("dapo", 1.0),
@@ -54,7 +59,7 @@ def load(name: str) -> ModuleType:
 
 
 def backend_for(model: Path, adapter: Path, aggregation: str = "token_mean", clip_eps: float = 0.0,
-                microbatch: int = 0) -> Any:
+                microbatch: int = 0, kl_coef: float = 0.0, kl_estimator: str = "k3") -> Any:
     from peft import set_peft_model_state_dict
     from safetensors.torch import load_file
 
@@ -64,6 +69,7 @@ def backend_for(model: Path, adapter: Path, aggregation: str = "token_mean", cli
     flags = ["--model", str(model), "--devices", "cpu", "--seed", "0", "--lora-rank", str(RANK),
              "--lora-alpha", str(ALPHA), "--temperature", "1.0", "--max-tokens", str(MAX_TOKENS),
              "--clip-eps", str(clip_eps), "--loss-aggregation", aggregation,
+             "--kl-coef", str(kl_coef), "--kl-estimator", kl_estimator,
              "--backend-opt", f"train_microbatch_size={microbatch}"]
     backend = LocalBackend(load_config(None, flags, import_plugins=False).config)
     result = set_peft_model_state_dict(backend.model, load_file(adapter / "adapter_model.safetensors"))
@@ -115,7 +121,8 @@ def make_case(root: Path) -> dict[str, Any]:
         start += len(c)
     return {"model": str(model_dir), "adapter": str(root / "adapter"), "prompts": prompts,
             "completions": completions, "advantages": advantages, "old_logprobs": old, "max_tokens": MAX_TOKENS,
-            "runs": [{"loss_type": t, "epsilon": e} for t in ("dapo", "bnpo", "grpo", "dr_grpo") for e in EPSILONS]}
+            "runs": [{"loss_type": t, "epsilon": e, "beta": b} for t in ("dapo", "bnpo", "grpo", "dr_grpo")
+                     for e in EPSILONS for b in (0.0, BETA) if not (b and e != 0.2)]}
 
 
 def datums_of(case: dict[str, Any]) -> list[Datum]:
@@ -151,16 +158,17 @@ def trl(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 @functools.cache
-def cached_backend(model: str, adapter: str, aggregation: str, clip_eps: float, microbatch: int) -> Any:
+def cached_backend(model: str, adapter: str, aggregation: str, clip_eps: float, microbatch: int,
+                   kl_coef: float = 0.0, kl_estimator: str = "k3") -> Any:
     """Backends are reused across tests: policy_gradients reads the datums, the mask and the
     token weights afresh on every call, so the mutations below still reach it."""
-    return backend_for(Path(model), Path(adapter), aggregation, clip_eps, microbatch)
+    return backend_for(Path(model), Path(adapter), aggregation, clip_eps, microbatch, kl_coef, kl_estimator)
 
 
-def retrain_side(case: dict[str, Any], aggregation: str, epsilon: float, microbatch: int = 0
-                 ) -> tuple[float, dict[str, torch.Tensor]]:
+def retrain_side(case: dict[str, Any], aggregation: str, epsilon: float, microbatch: int = 0, beta: float = 0.0,
+                 estimator: str = "k3") -> tuple[float, dict[str, torch.Tensor]]:
     backend = cached_backend(case["model"], case["adapter"], aggregation, 0.0 if epsilon > 1 else epsilon,
-                             microbatch)
+                             microbatch, beta, estimator)
     backend.model.zero_grad(set_to_none=True)
     out = backend.policy_gradients(datums_of(case))
     grads = {n: p.grad.detach().clone() for n, p in backend.model.named_parameters()
@@ -169,10 +177,10 @@ def retrain_side(case: dict[str, Any], aggregation: str, epsilon: float, microba
 
 
 def worst_gap(trl: dict[str, Any], aggregation: str, epsilon: float, loss: float,
-              grads: dict[str, torch.Tensor], loss_type: str = "") -> float:
+              grads: dict[str, torch.Tensor], loss_type: str = "", beta: float = 0.0) -> float:
     """Largest absolute difference between retrain's loss/gradients and TRL's equivalent."""
     default_type, factor = EQUIVALENT[aggregation]
-    key = f"{loss_type or default_type}/{epsilon}"
+    key = f"{loss_type or default_type}/{epsilon}" + (f"@{beta}" if beta else "")
     tensors = trl["tensors"]
     gaps = [abs(loss - factor * float(tensors[f"{key}/loss"]))]
     names = [k[len(key) + 1:] for k in tensors if k.startswith(key + "/") and not k.endswith("/loss")]
@@ -231,3 +239,19 @@ def test_a_changed_denominator_fails(trl: dict[str, Any], monkeypatch: pytest.Mo
     monkeypatch.setattr(batch, "token_weights", lambda _agg, action, max_tokens: real(other, action, max_tokens))
     loss, grads = retrain_side(trl["case"], aggregation, 0.2)
     assert worst_gap(trl, aggregation, 0.2, loss, grads) > 100 * TOLERANCE
+
+
+@pytest.mark.parametrize("aggregation", list(EQUIVALENT))
+def test_kl_penalty_equals_trl_beta(trl: dict[str, Any], aggregation: str) -> None:
+    loss, grads = retrain_side(trl["case"], aggregation, 0.2, beta=BETA)
+    assert worst_gap(trl, aggregation, 0.2, loss, grads, beta=BETA) <= TOLERANCE
+    # the penalty is really in both: without it the same comparison fails
+    assert worst_gap(trl, aggregation, 0.2, loss, grads) > 100 * TOLERANCE
+    loss_mb, grads_mb = retrain_side(trl["case"], aggregation, 0.2, microbatch=5, beta=BETA)
+    assert worst_gap(trl, aggregation, 0.2, loss_mb, grads_mb, beta=BETA) <= TOLERANCE
+
+
+@pytest.mark.parametrize("estimator", ["k1", "k2"])
+def test_other_kl_estimators_differ_from_trl(trl: dict[str, Any], estimator: str) -> None:
+    loss, grads = retrain_side(trl["case"], "token_mean", 0.2, beta=BETA, estimator=estimator)
+    assert worst_gap(trl, "token_mean", 0.2, loss, grads, beta=BETA) > 100 * TOLERANCE

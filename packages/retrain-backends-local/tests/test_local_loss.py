@@ -94,3 +94,16 @@ def test_token_weights_per_aggregation() -> None:
     assert token_weights("seq_mean_token_mean", empty, 4).sum() == 0
     with pytest.raises(ValueError, match="unknown loss_aggregation"):
         token_weights("sequence", action, 4)
+
+
+def test_kl_estimators() -> None:
+    """r = log p_ref - log p = -0.5 at the first token, 0 at the second (identical policies)."""
+    from retrain.backends.local.loss import kl_penalty
+
+    new = torch.tensor([-1.0, -2.0])
+    ref = torch.tensor([-1.5, -2.0])
+    assert kl_penalty("k1", new, ref).tolist() == pytest.approx([0.5, 0.0])
+    assert kl_penalty("k2", new, ref).tolist() == pytest.approx([0.125, 0.0])
+    assert kl_penalty("k3", new, ref).tolist() == pytest.approx([math.exp(-0.5) + 0.5 - 1, 0.0])
+    with pytest.raises(ValueError, match="kl_estimator"):
+        kl_penalty("k4", new, ref)

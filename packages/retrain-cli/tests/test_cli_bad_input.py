@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -77,9 +78,16 @@ def test_several_problems_at_once(cli, tmp_path: Path) -> None:  # type: ignore[
     check(res, "3 config problems", "lr: -1.0 must be > 0", "batch_size: 0 must be > 0", "lora_rank: 0 must be > 0")
 
 
-def test_backend_not_available_in_this_version(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    (tmp_path / "c.toml").write_text("[backend]\nbackend = 'unsloth'\n[training]\nmax_steps = 3\n")
-    check(cli("c.toml"), "not built yet in this version")
+def test_unsloth_without_a_cuda_gpu(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    if importlib.util.find_spec("retrain.backends.unsloth") is None or importlib.util.find_spec("torch") is None:
+        pytest.skip("needs retrain-backends-unsloth and torch installed")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    (tmp_path / "c.toml").write_text("[model]\nmodel = 'tiny'\n[data]\nsource = 'arithmetic'\n"
+                                      "[backend]\nbackend = 'unsloth'\n[training]\nmax_steps = 3\n")
+    check(cli("c.toml"), "the unsloth backend needs a CUDA GPU")
 
 
 def test_backend_from_a_metadata_only_distribution(cli, fake_backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -169,8 +177,8 @@ def test_unbuilt_keys_refused_by_explain_trace_and_run(cli, tmp_path: Path, verb
     assert not (tmp_path / "logs").exists()
 
 
-def test_unbuilt_trainer_refused_at_load(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    (tmp_path / "c.toml").write_text("[training]\ntrainer = 'sft'\n")
+def test_unbuilt_value_refused_at_load(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "c.toml").write_text("[reward]\ntype = 'judge'\n")
     for verb in (["explain", "c.toml"], ["trace", "c.toml"], ["c.toml"]):
-        check(cli(*verb), "c.toml:2: [training] trainer: 'sft' is not built yet in this version",
-              'trainer = "retrain"')
+        check(cli(*verb), "c.toml:2: [reward] type: 'judge' (the LLM judge reward) is not built yet in this version",
+              'type = "match"')

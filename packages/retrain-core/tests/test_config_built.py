@@ -67,13 +67,9 @@ def test_server_engines_and_their_keys_are_live(tmp_path: Path) -> None:
 
 
 LISTED_IN_THE_ISSUE = {
-    "[training] sft_data_path": "[training]\nsft_data_path = 'sft.jsonl'\n",
-    "[training] sft_data_rows": "[training]\nsft_data_rows = 10\n",
-    "[training] sft_max_tokens": "[training]\nsft_max_tokens = 10\n",
-    "[training] sft_batch_order": "[training]\nsft_batch_order = 'length'\n",
+    "[training] sft_batch_order": "[training]\nsft_warmup_steps = 2\nsft_batch_order = 'length'\n",
     "[logging] checkpoint_artifacts": "[logging]\ncheckpoint_artifacts = 'wandb'\nwandb_project = 'p'\n",
     "[logging] generation_top_surprisal_limit": "[logging]\ngeneration_top_surprisal_limit = 5\n",
-    "[training] trainer": "[training]\ntrainer = 'sft'\n",
     "[inference] prefix_caching": "[inference]\nprefix_caching = false\n",
     "[echo] min_prompt_overlap": "[echo]\nmin_prompt_overlap = 0.1\n",
     "[environment] auto_install": "[environment]\nauto_install = true\n",
@@ -141,7 +137,7 @@ def test_unknown_values_stay_unknown_not_unbuilt(tmp_path: Path) -> None:
 
 
 def test_cross_field_rules_of_unbuilt_features_do_not_pile_on(tmp_path: Path) -> None:
-    errs = errors_of(tmp_path, "[training]\ntrainer = 'sft'\n")
+    errs = errors_of(tmp_path, "[reward]\ntype = 'judge'\n")
     assert len(errs) == 1 and all(NOT_BUILT_TEXT in e for e in errs), errs
 
 
@@ -312,3 +308,11 @@ def test_several_devices_are_live_for_the_local_backend_and_refused_by_name_othe
         assert len(errs) == 1 and label in errs[0] and f"with 2 devices is {NOT_BUILT_TEXT}" in errs[0], errs
     assert "twice" in errors_of(tmp_path, "[backend]\ndevices = 'gpu:0,gpu:0'\n")[0]
     assert "mixes the CPU and GPUs" in errors_of(tmp_path, "[backend]\ndevices = 'cpu,gpu:0'\n")[0]
+
+
+def test_several_devices_refuse_what_does_not_run_on_several_processes_yet(tmp_path: Path) -> None:
+    for text, label in [("[training]\ntrainer = 'sft'\nsft_data_path = 'd.jsonl'\n", "[training] trainer"),
+                        ("[training]\nkl_coef = 0.1\n", "[training] kl_coef"),
+                        ('[environment]\nprovider = "openenv"\nid = "http://127.0.0.1:9"\n', "[environment] provider")]:
+        errs = errors_of(tmp_path, "[backend]\ndevices = 'cpu,cpu'\n" + text)
+        assert any(label in e and f"with 2 devices is {NOT_BUILT_TEXT}" in e for e in errs), errs

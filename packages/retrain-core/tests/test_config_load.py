@@ -139,8 +139,7 @@ backend = "tinker"
     joined = "\n".join(errors_of(p))
     assert "needs clip_eps > 0" in joined
     assert "must be < clip_cov_max" in joined
-    assert "[training] trainer: 'sft' is not built yet in this version" in joined
-    assert "needs an SFT data file" not in joined  # the rules of an unbuilt trainer do not pile on
+    assert "[training] sft_data_path: trainer = sft needs an SFT data file" in joined
 
 
 def test_unknown_backend_and_modes(tmp_path: Path) -> None:

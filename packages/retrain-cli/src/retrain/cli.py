@@ -178,11 +178,14 @@ def init_cmd(
     list_: Annotated[bool, typer.Option("--list", "-l", help="List the templates.")] = False,
     output: Annotated[str | None, typer.Option("--output", "-o", help="File to write (default per template).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+    interactive: Annotated[bool, typer.Option("--interactive", "-i",
+                                              help="Pick the template and its steps, seed and W&B project at "
+                                                   "a terminal.")] = False,
 ) -> None:
     """Write a starter config from a template."""
     from retrain.commands.init.run import run
 
-    guarded(run, template, list_, output, force)
+    guarded(run, template, list_, output, force, interactive)
 
 
 @app.command("backends")

@@ -82,6 +82,9 @@ class ViewReporter:
     def step(self, step: int, total: int, row: Mapping[str, Any]) -> None:
         self.view.step(self.name, step, total, row.get("mean_reward"))
 
+    def sft(self, step: int, total: int, row: Mapping[str, Any]) -> None:
+        self.view.step(self.name, step, total, None)
+
     def message(self, text: str) -> None:
         self.view.message(f"{self.name}: {text}")
 

@@ -38,6 +38,8 @@ class BackendCapabilities:
     supports_echo_shared_forward: bool = False
     # [training] loss_aggregation values the backend computes; others are refused at load
     loss_aggregations: tuple[str, ...] = ("token_mean",)
+    # computes [training] kl_coef's penalty to the reference policy; refused at load otherwise
+    reference_kl: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -48,6 +50,7 @@ class BackendCapabilities:
             "checkpoint_resume_mode": self.checkpoint_resume_mode,
             "supports_echo_shared_forward": self.supports_echo_shared_forward,
             "loss_aggregations": list(self.loss_aggregations),
+            "reference_kl": self.reference_kl,
         }
 
     def summary(self) -> str:
@@ -101,7 +104,8 @@ _BUILTIN = {
         factory="retrain.backends.local.create:create_backend",
         distribution="retrain-backends-local",
         # exact: checkpoints hold weights, optimizer state and every RNG stream
-        capabilities=BackendCapabilities(True, True, True, False, "exact", True, LOSS_AGGREGATIONS),
+        capabilities=BackendCapabilities(True, True, True, False, "exact", True, LOSS_AGGREGATIONS,
+                                         reference_kl=True),
         dependency="torch",
         hint="pip install retrain-backends-local",
     ),
@@ -287,6 +291,7 @@ def _parse_capabilities(raw: Any) -> BackendCapabilities | None:
         checkpoint_resume_mode=mode,
         supports_echo_shared_forward=bool(raw.get("supports_echo_shared_forward", False)),
         loss_aggregations=tuple(str(a) for a in raw.get("loss_aggregations", ("token_mean",))),
+        reference_kl=bool(raw.get("reference_kl", False)),
     )
 
 

@@ -40,6 +40,30 @@ class HFTokenizer:
                                               return_dict=False)
         return [int(i) for i in ids]
 
+    def _render(self, messages: Sequence[Mapping[str, Any]], generation_prompt: bool) -> list[int]:
+        ids = self.hf.apply_chat_template(list(messages), add_generation_prompt=generation_prompt, tokenize=True,
+                                          return_dict=False)
+        return [int(i) for i in ids]
+
+    def encode_messages(self, messages: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[bool]]:
+        """A conversation through the chat template, and which tokens belong to assistant turns
+        (SFT on `messages` rows). A turn's tokens are those the template adds to the rendering
+        of the turns before it, after the generation prompt; a template that does not render
+        earlier turns as a prefix of later ones raises ValueError."""
+        if not self._template:
+            raise ValueError("the tokenizer has no chat template for 'messages' rows")
+        full = self._render(messages, False)
+        mask = [False] * len(full)
+        for i, m in enumerate(messages):
+            if m.get("role") != "assistant":
+                continue
+            start = len(self._render(messages[:i], True)) if i else 0
+            through = self._render(messages[:i + 1], False)
+            if full[:len(through)] != through or start > len(through):
+                raise ValueError("the chat template does not render earlier turns as a prefix of later ones")
+            mask[start:len(through)] = [True] * (len(through) - start)
+        return full, mask
+
     def encode(self, text: str) -> list[int]:
         return [int(i) for i in self.hf.encode(text, add_special_tokens=False)]
 

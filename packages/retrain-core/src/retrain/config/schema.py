@@ -243,6 +243,16 @@ class TrainingConfig(Section):
           "of the step; TRL dapo), seq_mean_token_mean (TRL grpo), seq_mean_token_sum, constant "
           "(divide by completions x max_tokens; Dr. GRPO). Non-default values need backend = local or tinker."),
     ] = "token_mean"
+    kl_coef: Annotated[
+        float,
+        F("Weight of the per-token KL penalty to the reference policy, the base model (LoRA: the "
+          "adapter disabled; full fine-tuning: a frozen copy); 0 = off. TRL's beta, verl's kl_loss_coef.", ge=0),
+    ] = 0.0
+    kl_estimator: Annotated[
+        Literal["k1", "k2", "k3"],
+        F("KL estimator per sampled token, r = log(p_ref / p): k1 = -r, k2 = r^2 / 2, k3 = exp(r) - r - 1 "
+          "(TRL's)."),
+    ] = "k3"
     kl_cov_percent: Annotated[float, F("kl_cov: percent of tokens penalised.", ge=0, le=100)] = 0.2
     kl_cov_coef: Annotated[float, F("kl_cov: penalty coefficient.", ge=0)] = 1.0
     clip_cov_ratio: Annotated[float, F("clip_cov: fraction of tokens whose gradient is cut.", ge=0, le=1)] = 0.0002

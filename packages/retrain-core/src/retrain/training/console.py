@@ -15,9 +15,18 @@ class Reporter(Protocol):
 
     def step(self, step: int, total: int, row: Mapping[str, Any]) -> None: ...
 
+    def sft(self, step: int, total: int, row: Mapping[str, Any]) -> None:
+        """A step of `trainer = "sft"`."""
+        ...
+
     def message(self, text: str) -> None: ...
 
     def finish(self, summary: Mapping[str, Any]) -> None: ...
+
+
+def sft_line(step: int, total: int, row: Mapping[str, Any]) -> str:
+    return (f"sft {step + 1}/{total} loss={row.get('loss', 0.0):.4f} epoch={row.get('epoch', 0.0):.2f} "
+            f"tok/s={row.get('tokens_per_second', 0.0):.0f} time={row.get('step_time_s', 0.0):.2f}s")
 
 
 def step_line(step: int, row: Mapping[str, Any]) -> str:
@@ -41,8 +50,11 @@ def eval_line(row: Mapping[str, Any]) -> str:
 
 
 def summary_lines(summary: Mapping[str, Any]) -> list[str]:
-    lines = [f"Training complete: {summary.get('condition', '')}, {summary.get('steps', 0)} RL steps "
-             f"in {summary.get('elapsed_s', 0.0):.1f}s"]
+    lines = [f"Training complete: {summary.get('condition', '')}, {summary.get('steps', 0)} "
+             f"{summary.get('unit', 'RL steps')} in {summary.get('elapsed_s', 0.0):.1f}s"]
+    if summary.get("window") and "first_loss" in summary:
+        lines.append(f"  mean loss, first {summary['window']} steps: {summary['first_loss']:.4f}")
+        lines.append(f"  mean loss, last {summary['window']} steps:  {summary['last_loss']:.4f}")
     if "first_reward" in summary:
         lines.append(f"  mean reward, first {summary['window']} RL steps: {summary['first_reward']:.3f}")
         lines.append(f"  mean reward, last {summary['window']} RL steps:  {summary['last_reward']:.3f}"
@@ -81,6 +93,10 @@ class PlainReporter:
         if step % self.every == 0 or step == total - 1:
             self._print(step_line(step, row))
 
+    def sft(self, step: int, total: int, row: Mapping[str, Any]) -> None:
+        if step % self.every == 0 or step == total - 1:
+            self._print(sft_line(step, total, row))
+
     def message(self, text: str) -> None:
         self._print(text)
 
@@ -95,6 +111,8 @@ class SilentReporter:
     def warmup(self, step: int, total: int, row: Mapping[str, Any]) -> None: ...
 
     def step(self, step: int, total: int, row: Mapping[str, Any]) -> None: ...
+
+    def sft(self, step: int, total: int, row: Mapping[str, Any]) -> None: ...
 
     def message(self, text: str) -> None: ...
 

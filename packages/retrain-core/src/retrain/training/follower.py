@@ -42,7 +42,7 @@ class FollowerLog(RunLog):
     def eval_rows(self) -> list[dict[str, Any]]:
         return []
 
-    def checkpoint(self, backend: TrainBackend, flow: Flow, state: TrainerState, path: str | Path, *,
+    def checkpoint(self, backend: TrainBackend, flow: Flow | None, state: TrainerState, path: str | Path, *,
                    step: int, phase: str = "") -> str:
         saved = backend.save_checkpoint(str(path))
         faults.crash_if(phase + "mid_checkpoint", step)

@@ -106,18 +106,20 @@ class RunLog:
         logger.log(row)
 
     # -- one checkpoint --------------------------------------------------------------------
-    def checkpoint(self, backend: TrainBackend, flow: Flow, state: TrainerState, path: str | Path, *,
+    def checkpoint(self, backend: TrainBackend, flow: Flow | None, state: TrainerState, path: str | Path, *,
                    step: int, phase: str = "") -> str:
-        """Save the backend under `path`, then the trainer state (controllers included) into
-        the checkpoint and the log directory, then `latest_sampler_path.txt`. The logs are
-        synced first, so a checkpoint never gets ahead of the rows it covers."""
+        """Save the backend under `path`, then the trainer state (the RL flow's controllers
+        included; SFT has no flow) into the checkpoint and the log directory, then
+        `latest_sampler_path.txt`. The logs are synced first, so a checkpoint never gets ahead
+        of the rows it covers."""
         self.sync()
         saved = backend.save_checkpoint(str(path))
         faults.crash_if(phase + "mid_checkpoint", step)
         state.checkpoint_name, state.checkpoint_path = Path(path).name, saved
-        state.sepa, state.backpressure = flow.sepa.state(), flow.backpressure.state()
-        if flow.environment is not None:
-            state.environment = flow.environment.state()
+        if flow is not None:
+            state.sepa, state.backpressure = flow.sepa.state(), flow.backpressure.state()
+            if flow.environment is not None:
+                state.environment = flow.environment.state()
         write_state(saved, state)  # the checkpoint is self-describing (step, data cursor, controllers)
         self.finish_state(state)
         faults.crash_if(phase + "after_checkpoint", step)

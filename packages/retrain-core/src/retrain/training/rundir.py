@@ -7,6 +7,8 @@ finished logs equal an uninterrupted run's) and continues from the next step.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from retrain.config.schema import TrainConfig
 from retrain.errors import UserError
 from retrain.io.layout import METRICS
 from retrain.training.log import RunLog
+from retrain.training.meta import run_meta
 from retrain.training.state import STATE_FILE, TrainerState, read_state
 
 
@@ -36,7 +39,7 @@ def holds_run(log_dir: Path) -> bool:
 
 def fresh_state(config: TrainConfig) -> TrainerState:
     t = config.training
-    return TrainerState(phase="sft" if t.sft_warmup_steps > 0 else "rl",
+    return TrainerState(phase="sft" if t.sft_warmup_steps > 0 or t.trainer == "sft" else "rl",
                         current_batch_size=t.batch_size, current_group_size=t.group_size)
 
 
@@ -71,3 +74,23 @@ def prepare(config: TrainConfig, log: RunLog) -> Start:
         log.truncate_after(state.sft_step if state.phase == "sft" else state.step, state.phase)
     where = f"warmup step {state.sft_step}" if state.phase == "sft" else f"step {state.step}"
     return Start(state, checkpoint, note=f"resuming from {checkpoint or 'the base model'} after {where}")
+
+
+@contextlib.contextmanager
+def running(config: TrainConfig, log: RunLog, config_path: str = "", *, world_size: int = 1) -> Iterator[Start]:
+    """Start or resume the run in `log`'s directory for the duration of the block: run.pid and
+    a "running" run_meta.json while it runs; an exception that escapes closes the logs with
+    exit code 1 and records run_meta.json "failed" with its type and message."""
+    start = prepare(config, log)
+    log.write_pid()
+    try:
+        log.write_meta(run_meta(config, status="running", config_path=config_path, world_size=world_size))
+        yield start
+    except BaseException as exc:
+        log.close(exit_code=1)
+        log.write_meta(run_meta(config, status="failed", config_path=config_path,
+                                failure=f"exception:{type(exc).__name__}", error=str(exc),
+                                world_size=world_size))
+        raise
+    finally:
+        log.clear_pid()

@@ -85,6 +85,16 @@ class RewardWindow(msgspec.Struct, kw_only=True):
         self.last = [*self.last, reward][-self.size:]
 
 
+class SftSchedule(msgspec.Struct, kw_only=True):
+    """What fixes a standalone SFT run's batches (retrain.training.sft.order), recorded at its
+    first start; `seed` is drawn then when `[training] seed` is -1."""
+
+    seed: int
+    rows: int
+    batch_size: int
+    order: str
+
+
 class TrainerState(msgspec.Struct, kw_only=True):
     step: int = -1
     example_idx: int = 0
@@ -103,6 +113,8 @@ class TrainerState(msgspec.Struct, kw_only=True):
     environment: dict[str, Any] = msgspec.field(default_factory=dict)  # the environment's own (TL-GRPO baseline)
     rewards: RewardWindow = msgspec.field(default_factory=RewardWindow)
     wall_time_s: float = 0.0
+    sft_schedule: SftSchedule | None = None
+    sft_losses: RewardWindow = msgspec.field(default_factory=RewardWindow)  # trainer = sft: first/last losses
 
     @property
     def finished(self) -> bool:

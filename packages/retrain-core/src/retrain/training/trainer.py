@@ -40,7 +40,9 @@ from retrain.training.producer import RolloutProducer
 from retrain.training.prompts import PromptCursor
 from retrain.training.resume import resume_contract
 from retrain.training.rollouts import advantages, train_on
-from retrain.training.rundir import Start, prepare
+from retrain.training.rundir import Start, running
+from retrain.training.sft.batches import SftBatches, schedule_state
+from retrain.training.sft.data import SftData, load_sft_data, sft_cap
 from retrain.training.state import TrainerState
 from retrain.training.telemetry import (
     StepTimes,
@@ -86,6 +88,7 @@ class Run:
     sizes: tuple[int, int]
     producer: RolloutProducer
     held_out: HeldOut | None = None
+    sft_data: SftData | None = None  # the warmup's rows when sft_data_path is set
 
 
 class Trainer:
@@ -107,22 +110,12 @@ class Trainer:
                          warmup_steps=c.training.sft_warmup_steps) if self.world.leader else FollowerLog(
                 c.logging.log_dir, warmup_steps=c.training.sft_warmup_steps)
             cleanup.callback(log.close)
-            start = prepare(c, log)
-            log.write_pid()
-            cleanup.callback(log.clear_pid)
-            log.write_meta(run_meta(c, status="running", config_path=self.config_path, world_size=self.world.size))
-            try:
-                run = self._open(flow, log, start, cleanup)
-                if run.state.phase == "sft":
-                    self._warmup(run)
-                self._rl(run)
-                return self._finish(run, started)
-            except BaseException as exc:
-                log.close(exit_code=1)
-                log.write_meta(run_meta(c, status="failed", config_path=self.config_path,
-                                        failure=f"exception:{type(exc).__name__}", error=str(exc),
-                                        world_size=self.world.size))
-                raise
+            start = cleanup.enter_context(running(c, log, self.config_path, world_size=self.world.size))
+            run = self._open(flow, log, start, cleanup)
+            if run.state.phase == "sft":
+                self._warmup(run)
+            self._rl(run)
+            return self._finish(run, started)
         raise AssertionError("unreachable")  # ExitStack does not swallow exceptions
 
     # -- setup / cleanup -------------------------------------------------------------------
@@ -151,6 +144,7 @@ class Trainer:
         examples = list(env.examples()) if env is not None else load_examples(c)
         plan = EvalPlan.of(c)
         held_out_examples = load_problems(c) if plan.schedule.enabled else None  # fails before the model loads
+        sft_data = load_sft_data(c) if c.training.sft_warmup_steps and c.training.sft_data_path else None
         backend: TrainBackend = create_backend(c)
         cleanup.callback(backend.close)
         if start.checkpoint:
@@ -175,7 +169,7 @@ class Trainer:
         held_out = None
         if held_out_examples is not None:
             held_out = HeldOut(plan, encode_problems(held_out_examples, backend.tokenizer))
-        return Run(flow, log, state, backend, cursor, caps, sizes, producer, held_out)
+        return Run(flow, log, state, backend, cursor, caps, sizes, producer, held_out, sft_data)
 
     def _finish(self, run: Run, started: float) -> RunResult:
         c, state = self.config, run.state
@@ -203,16 +197,25 @@ class Trainer:
     def _warmup(self, run: Run) -> None:
         c, state = self.config, run.state
         total = c.training.sft_warmup_steps
-        data = WarmupData(run.backend.tokenizer)
+        data = WarmupData(run.backend.tokenizer, sft_cap(c))
         size, lr = warmup_batch_size(c), warmup_lr(c)
+        batches = None
+        if run.sft_data is not None:  # rows of sft_data_path instead of the [data] prompts
+            plan = schedule_state(c, state, len(run.sft_data.rows))
+            batches = SftBatches(c, run.sft_data, run.backend.tokenizer, plan)
         for step in range(state.sft_step + 1, total):
             t0 = time.perf_counter()
-            datums = [data.datum(ex, ids) for ex, ids in run.cursor.take(size)]
+            extra: dict[str, int] = {}
+            if batches is not None:
+                batch = batches.step(step)
+                datums, extra = batch.datums, batch.metrics()
+            else:
+                datums = [data.datum(ex, ids) for ex, ids in run.cursor.take(size)]
             out = run.backend.sft_step(datums, lr, c.training.weight_decay)
             elapsed = round(time.perf_counter() - t0, 6)
             row = WarmupRow(step=step, loss=out.loss, lr=lr, datums=len(datums), supervised_tokens=out.tokens,
                             step_time_s=elapsed, train_time_s=elapsed).to_dict(backend_counters(run.backend),
-                                                                               {"world_size": self.world.size})
+                                                                               {**extra, "world_size": self.world.size})
             run.log.record_warmup(row, step)
             state.sft_step, state.example_idx = step, run.cursor.index
             self.reporter.warmup(step, total, row)
@@ -297,6 +300,10 @@ class Trainer:
 def train(config: TrainConfig, reporter: Reporter | None = None, *, config_path: str = "") -> RunResult:
     """Run the trainer `[training] trainer` names."""
     name = config.training.trainer
+    if name == "sft":
+        from retrain.training.sft.run import SftTrainer
+
+        return SftTrainer(config, reporter, config_path=config_path).run()  # type: ignore[no-any-return]
     if name == "ttt_discover":
         from retrain.training.discover import DiscoverTrainer
 

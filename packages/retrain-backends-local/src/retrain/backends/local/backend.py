@@ -28,8 +28,15 @@ from retrain.backends.local.checkpointing import (
 from retrain.backends.local.device import autocast_dtype, plan_device, rank_device
 from retrain.backends.local.logprobs import action_logprobs
 from retrain.backends.local.lora import apply_lora
-from retrain.backends.local.loss import PolicyLossConfig, policy_loss, select_tokens, sft_loss
+from retrain.backends.local.loss import (
+    PolicyLossConfig,
+    kl_penalty,
+    policy_loss,
+    select_tokens,
+    sft_loss,
+)
 from retrain.backends.local.mismatch import Mismatch
+from retrain.backends.local.reference import Reference
 from retrain.backends.local.server import ServerLink
 from retrain.backends.local.sync import MergedSampler
 from retrain.backends.seeds import request_seeds
@@ -87,6 +94,8 @@ class LocalBackend:
         set_kernel_mode(str(opts.get("kernels", "auto")))
         self.model = self._place(model)
         self.fused_lora_layers = patch_peft_lora(self.model) if self.lora and self.patch_lora_kernels else 0
+        self.kl_coef, self.kl_estimator = t.kl_coef, t.kl_estimator
+        self.reference = Reference(self.model, lora=self.lora) if t.kl_coef > 0 else None
         if self.sampler is not None:
             self.sampler.model.to(self.device)
             self.sampler.bind(self.model)
@@ -227,12 +236,15 @@ class LocalBackend:
             group["lr"] = lr
             group["weight_decay"] = weight_decay
 
-    def _new_logprobs(self, mb: Batch, positions: torch.Tensor | None = None) -> torch.Tensor:
+    def _new_logprobs(self, mb: Batch, positions: torch.Tensor | None = None,
+                      model: torch.nn.Module | None = None) -> torch.Tensor:
+        """Logprobs at `positions` (default: the sampled tokens) under the policy, or `model`."""
         with self._autocast():
             where = mb.action if positions is None else positions
-            if self.root is not None:
+            if model is None and self.root is not None:
                 return self.root(mb.input_ids, mb.attention_mask, where, self.temperature, self.chunk)
-            return action_logprobs(self.model, mb.input_ids, mb.attention_mask, where, self.temperature, self.chunk)
+            return action_logprobs(self.model if model is None else model, mb.input_ids, mb.attention_mask, where,
+                                   self.temperature, self.chunk)
 
     def _step(self, grad_norm_out: dict[str, float | int | str]) -> None:
         if self.grad_clip > 0:
@@ -282,6 +294,7 @@ class LocalBackend:
             selected = select_tokens(self.loss_config, new_all, anchor_all,
                                      batch.advantages[batch.action], self.select_generator)
         loss_sum, clip, cov, kl, echo_sum = 0.0, 0.0, 0.0, 0.0, 0.0
+        ref_kl_sum, ref_kl_max = 0.0, float("-inf")
         offset = 0
         for mb, real in self._micro_batches(batch):
             new, aux = echo.split(self._new_logprobs(mb, echo.positions(mb.action, mb.echo)).float(),
@@ -298,6 +311,13 @@ class LocalBackend:
                 anchor, is_weight = self.mismatch.anchor(new, mb.old_logprobs[mb.action])
                 res = policy_loss(self.loss_config, new, anchor, mb.advantages[mb.action], sel)
                 per_token = res.per_token if is_weight is None else res.per_token * is_weight
+                if self.reference is not None:
+                    ref = self.reference.logprobs(self.model, lambda m, mb=mb: self._new_logprobs(mb, model=m))  # type: ignore[misc]
+                    penalty = kl_penalty(self.kl_estimator, new, ref)
+                    per_token = per_token + self.kl_coef * penalty * (new - anchor.to(new.dtype)).exp()
+                    if real:
+                        ref_kl_sum += float(penalty.detach().sum())
+                        ref_kl_max = max(ref_kl_max, float(penalty.detach().max()))
                 loss = loss + (per_token * mb.weight[mb.action]).sum()
                 if real:
                     clip += res.clip_fraction * n
@@ -318,6 +338,8 @@ class LocalBackend:
         self.mismatch = Mismatch(self.mismatch.correction, self.mismatch.cap)
         denom = max(total, 1)
         metrics.update({"clip_fraction": clip / denom, "policy/cov_fraction": cov / denom, "policy/abs_kl": kl / denom})
+        if self.reference is not None:
+            metrics.update({"kl/mean": ref_kl_sum / denom, "kl/max": ref_kl_max})
         return TrainOutput(loss=loss_sum, tokens=total, metrics=metrics)
 
     def sft_step(self, datums: Sequence[Datum], lr: float, weight_decay: float) -> TrainOutput:

@@ -157,3 +157,21 @@ def sft_loss(kind: str, new_lp: torch.Tensor, weight: torch.Tensor) -> torch.Ten
     if kind == "importance_sampling":
         return -new_lp.exp() * weight
     raise ValueError(f"unknown sft loss {kind!r}")
+
+
+def kl_penalty(estimator: str, new_lp: torch.Tensor, ref_lp: torch.Tensor) -> torch.Tensor:
+    """Per-token estimate of KL(policy || reference) at the sampled tokens, with gradient
+    through `new_lp`; r = ref - new. k1 = -r (unbiased, can be negative), k2 = r^2 / 2,
+    k3 = exp(r) - r - 1 (unbiased and never negative; TRL GRPO's `per_token_kl`).
+
+    The loss weighs it by the token's importance ratio p / p_old (the caller's job): the
+    tokens were sampled from the old policy, and the ratio makes the penalty's gradient the
+    unbiased reverse-KL gradient (DeepSeek-V3.2; TRL's default `use_bias_correction_kl`)."""
+    r = ref_lp.to(new_lp.dtype) - new_lp
+    if estimator == "k1":
+        return -r
+    if estimator == "k2":
+        return 0.5 * r * r
+    if estimator == "k3":
+        return torch.exp(r) - r - 1
+    raise ValueError(f"unknown kl_estimator {estimator!r} (one of k1, k2, k3)")

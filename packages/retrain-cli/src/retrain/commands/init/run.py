@@ -1,4 +1,4 @@
-"""`retrain init [--template NAME] [--list] [--output FILE] [--force]`."""
+"""`retrain init [--template NAME] [--list] [--interactive] [--output FILE] [--force]`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from retrain.errors import UserError
 from retrain.io.atomic import write_text_atomic
 
 
-def run(template: str, list_: bool, output: str | None, force: bool) -> None:
+def run(template: str, list_: bool, output: str | None, force: bool, interactive: bool = False) -> None:
     if list_:
         print("Available templates:")
         for t in TEMPLATES.values():
@@ -21,10 +21,17 @@ def run(template: str, list_: bool, output: str | None, force: bool) -> None:
     if chosen is None:
         raise UserError(f"unknown template {template!r}",
                          hint=did_you_mean(template, TEMPLATES) or f"one of: {', '.join(TEMPLATES)}")
+    text = chosen.text()
+    if interactive:
+        from retrain.commands.init.interactive import ask, customise, require_terminal
+
+        require_terminal()
+        answers = ask()
+        chosen, text = answers.template, customise(answers.template.text(), answers)
     target = Path(output or chosen.filename)
     if target.exists() and not force:
         raise UserError(f"{target} already exists — refusing to overwrite", hint="pass --force or --output OTHER.toml")
-    write_text_atomic(target, chosen.text())
+    write_text_atomic(target, text)
     print(f"Created {target} (template: {chosen.name})")
     shown = target if target.is_absolute() else Path(os.curdir) / target
     print(f"Next: retrain explain {shown}   (preview)")

@@ -31,6 +31,8 @@ ALIASES = {
     "lora-squeeze": "squeeze",
     "experiment-tree": "tree",
     "bench": "benchmark",
+    "sft": "training",
+    "kl": "training",
 }
 
 

@@ -60,6 +60,11 @@ class RichReporter:
         self._advance("RL", step, total, stats)
         self.lines.step(step, total, row)
 
+    def sft(self, step: int, total: int, row: Mapping[str, Any]) -> None:
+        stats = f"loss {row.get('loss', 0.0):.4f}  {row.get('tokens_per_second', 0.0):,.0f} tok/s"
+        self._advance("SFT", step, total, stats)
+        self.lines.sft(step, total, row)
+
     def message(self, text: str) -> None:
         self.lines.message(text)
 

@@ -8,6 +8,7 @@ import string
 from retrain.config.errors import ConfigIssue
 from retrain.config.fields import all_fields, by_flat, get_value, parse_devices
 from retrain.config.schema import TrainConfig
+from retrain.config.validate.built import NOT_BUILT_TEXT
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 OPTIMIZER_BATCH_ALLOWED_DIFFERENCES = ("backend.options.gradient_checkpointing",)
@@ -63,6 +64,22 @@ def check_bounds(c: TrainConfig) -> list[ConfigIssue]:
         err("sft_token_audit_path", "needs [model] revision and local_files_only = true")
     if t.trainer == "sft" and not t.sft_data_path:
         err("sft_data_path", "trainer = sft needs an SFT data file", 'sft_data_path = "data/sft.jsonl"')
+    if t.trainer == "sft" and t.sft_warmup_steps:
+        err("sft_warmup_steps", "is the RL trainer's warmup; trainer = sft trains max_steps supervised steps",
+            "remove it, or set max_steps")
+    if t.trainer == "retrain" and t.sft_data_path and not t.sft_warmup_steps:
+        err("sft_data_path", "is read by trainer = sft or by the RL trainer's warmup, and sft_warmup_steps is 0",
+            'trainer = "sft", or sft_warmup_steps = N')
+    if t.trainer != "sft" and not t.sft_data_path:
+        for flat, default in (("sft_batch_order", "shuffle"), ("sft_length_bucket_size", 0),
+                              ("sft_reshuffle_each_epoch", False), ("sft_data_sha256", ""), ("sft_data_rows", 0)):
+            if get_value(c, by_flat()[flat]) != default:
+                err(flat, f"ordering or pinning the warmup's [data] prompts is {NOT_BUILT_TEXT} (it orders and "
+                          "pins the rows of sft_data_path, which is not set)",
+                    'sft_data_path = "data/sft.jsonl", or remove it; warmup takes the [data] prompts in order')
+    if t.sft_length_bucket_size and t.sft_batch_order != "length_bucket":
+        err("sft_length_bucket_size", f"applies to sft_batch_order = 'length_bucket', not {t.sft_batch_order!r}",
+            'sft_batch_order = "length_bucket", or remove it')
     if t.trainer == "command" and not t.trainer_command.strip():
         err("trainer_command", "trainer = command needs a command template",
             'trainer_command = "python train.py --config {config_path} --out {adapter_path}"')

@@ -67,26 +67,18 @@ class NotBuilt:
         return "**Not built yet:** only the default is accepted."
 
 
-_SFT_DATA = ("a separate SFT data set", 'remove it; sft_warmup_steps warms up on the [data] prompts')
+_SFT_AUDIT = ("SFT audit files (checking a run against a recorded audit of its rows or tokens)",
+              "remove it; a trainer = sft run writes sft_manifest.json and sft_data_recoverability.json itself")
 _INFERENCE = ("inference-engine tuning", "remove it; tune an inference server with its own flags")
 
 NOT_BUILT: tuple[NotBuilt, ...] = (
     NotBuilt("reward.type", "{value!r} (the LLM judge reward)", 'type = "match", "math", "custom" or a reward plugin',
              values=("judge",)),
     NotBuilt("reward.judge_model", "the LLM judge reward", "remove it"),
-    NotBuilt("training.trainer", "{value!r}", 'trainer = "retrain", the RL loop',
-             values=("sft",)),
-    NotBuilt("training.sft_data_path", *_SFT_DATA),
-    NotBuilt("training.sft_data_sha256", *_SFT_DATA),
-    NotBuilt("training.sft_data_rows", *_SFT_DATA),
-    NotBuilt("training.sft_audit_path", *_SFT_DATA),
-    NotBuilt("training.sft_audit_sha256", *_SFT_DATA),
-    NotBuilt("training.sft_token_audit_path", *_SFT_DATA),
-    NotBuilt("training.sft_token_audit_sha256", *_SFT_DATA),
-    NotBuilt("training.sft_max_tokens", "an SFT sequence cap", "remove it; warmup targets are short"),
-    NotBuilt("training.sft_batch_order", "SFT batch ordering", "remove it; warmup takes the [data] prompt order"),
-    NotBuilt("training.sft_length_bucket_size", "SFT batch ordering", "remove it; warmup takes the [data] prompt order"),
-    NotBuilt("training.sft_reshuffle_each_epoch", "SFT batch ordering", "remove it; warmup takes the [data] prompt order"),
+    NotBuilt("training.sft_audit_path", *_SFT_AUDIT),
+    NotBuilt("training.sft_audit_sha256", *_SFT_AUDIT),
+    NotBuilt("training.sft_token_audit_path", *_SFT_AUDIT),
+    NotBuilt("training.sft_token_audit_sha256", *_SFT_AUDIT),
     NotBuilt("echo.min_prompt_overlap", "stitching turns by prompt overlap (ECHO's fallback)",
              "remove it; retrain extends each turn's tokens exactly (token-in/token-out), so there is "
              "nothing to stitch"),

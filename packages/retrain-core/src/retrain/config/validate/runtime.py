@@ -53,6 +53,15 @@ def check_several_devices(c: TrainConfig, devices: list[str]) -> list[ConfigIssu
         issues.append(ConfigIssue(f"policy_loss_mode = {c.training.policy_loss_mode!r} {several} (its token "
                                   "selection spans the whole batch)", key="[training] policy_loss_mode",
                                   hint=f'policy_loss_mode = "standard", or {one}'))
+    if c.training.trainer != "retrain":
+        issues.append(ConfigIssue(f"trainer = {c.training.trainer!r} {several}", key="[training] trainer",
+                                  hint=f'trainer = "retrain", or {one}'))
+    if c.training.kl_coef > 0:
+        issues.append(ConfigIssue(f"kl_coef = {c.training.kl_coef} {several}", key="[training] kl_coef",
+                                  hint=f"kl_coef = 0, or {one}"))
+    if c.environment.provider:
+        issues.append(ConfigIssue(f"provider = {c.environment.provider!r} {several}", key="[environment] provider",
+                                  hint=f"the built-in data sources, or {one}"))
     return issues
 
 
@@ -99,6 +108,11 @@ def check_runtime(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
                 f"{aggregation!r} is not built yet for backend {b.backend!r} (it computes "
                 f"{', '.join(entry.definition.capabilities.loss_aggregations)})",
                 key="[training] loss_aggregation", hint='loss_aggregation = "token_mean" or backend = "local"'))
+        if c.training.kl_coef > 0 and not entry.definition.capabilities.reference_kl:
+            issues.append(ConfigIssue(
+                f"the KL penalty to the reference policy is not available on backend {b.backend!r} (it cannot "
+                f"compute the reference's logprobs)", key="[training] kl_coef",
+                hint='kl_coef = 0.0, or backend = "local"'))
 
     env = c.environment
     if env.provider:

@@ -1,0 +1,164 @@
+"""The SFT data of `[training] sft_data_path`: rows read, pins checked, rows tokenized.
+
+A row is one JSON object per line, one of three shapes:
+- `{"messages": [{"role", "content"}, ...]}`: rendered with the tokenizer's chat template;
+  the loss covers the assistant turns only.
+- `{"prompt", "completion"}`: the prompt as the model sees it (chat template with a
+  generation prompt), then the completion and EOS; the loss covers the completion and EOS.
+- `{"text"}`: plain text; the loss covers every token (the first predicts nothing).
+
+The pins `sft_data_sha256` (of the file's bytes) and `sft_data_rows` (non-blank lines) are
+checked before the model loads; a mismatch names the key, the expected and the actual value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from retrain.backends.protocol import Tokenizer
+from retrain.config.schema import TrainConfig
+from retrain.errors import UserError
+from retrain.io.json import numbered_rows
+from retrain.types import Datum
+
+#: `sft_max_tokens` = 0 in warmup: the RL budget plus this much room for the prompt
+WARMUP_PROMPT_ROOM = 512
+
+
+class SftDataError(UserError, ValueError):
+    """The SFT data file is missing, malformed, or does not match its pins."""
+
+
+@dataclass(frozen=True)
+class SftRow:
+    line: int
+    prompt: str = ""
+    completion: str = ""
+    text: str = ""
+    messages: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def kind(self) -> str:
+        return "messages" if self.messages else ("text" if self.text else "prompt_completion")
+
+
+@dataclass(frozen=True)
+class SftData:
+    path: Path
+    rows: list[SftRow]
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """One row as token ids; `target[i]` marks a supervised token (its prediction is trained)."""
+
+    tokens: list[int]
+    target: list[bool]
+
+    def datum(self, cap: int) -> tuple[Datum, int]:
+        """The row as an SFT datum cut to `cap` tokens (0 = no cap), and how many tokens the cut dropped."""
+        tokens, target = self.tokens, self.target
+        dropped = max(0, len(tokens) - cap) if cap > 0 else 0
+        if dropped:
+            tokens, target = tokens[:cap], target[:cap]
+        adv = [1.0 if t else 0.0 for t in target]
+        return Datum(tokens=list(tokens), logprobs=[0.0] * len(tokens), advantages=adv), dropped
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _row(path: Path, n: int, raw: Any) -> SftRow:
+    where = f"{path}:{n}"
+    if not isinstance(raw, dict):
+        raise SftDataError(f"{where}: expected a JSON object")
+    if "messages" in raw:
+        msgs = raw["messages"]
+        if not isinstance(msgs, list) or not msgs or not all(
+                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                for m in msgs):
+            raise SftDataError(f"{where}: 'messages' must be a non-empty list of {{role, content}} strings")
+        if not any(m["role"] == "assistant" for m in msgs):
+            raise SftDataError(f"{where}: 'messages' has no assistant turn to learn from")
+        return SftRow(n, messages=tuple(msgs))
+    if "prompt" in raw or "completion" in raw:
+        if not (isinstance(raw.get("prompt"), str) and isinstance(raw.get("completion"), str)):
+            raise SftDataError(f"{where}: 'prompt' and 'completion' must both be strings")
+        return SftRow(n, prompt=raw["prompt"], completion=raw["completion"])
+    if isinstance(raw.get("text"), str) and raw["text"]:
+        return SftRow(n, text=raw["text"])
+    raise SftDataError(f"{where}: expected 'messages', 'prompt' and 'completion', or 'text'")
+
+
+def read_sft_data(path_text: str) -> SftData:
+    path = Path(path_text)
+    if not path.is_file():
+        raise SftDataError(f"sft_data_path {path_text}: no such file", hint="point [training] sft_data_path at a JSONL file")
+    rows = [_row(path, n, raw) for n, raw in numbered_rows(path, SftDataError)]
+    if not rows:
+        raise SftDataError(f"sft_data_path {path_text}: no rows")
+    return SftData(path, rows, file_sha256(path), path.stat().st_size)
+
+
+def check_pins(config: TrainConfig, data: SftData) -> None:
+    t = config.training
+    want = t.sft_data_sha256.strip().lower()
+    if want and want != data.sha256:
+        raise SftDataError(f"[training] sft_data_sha256: expected {want}, {data.path} has {data.sha256}",
+                           hint="update the pin if the file changed on purpose")
+    if t.sft_data_rows and t.sft_data_rows != len(data.rows):
+        raise SftDataError(f"[training] sft_data_rows: expected {t.sft_data_rows}, {data.path} has {len(data.rows)} rows",
+                           hint="update the pin if the file changed on purpose")
+
+
+def load_sft_data(config: TrainConfig) -> SftData:
+    data = read_sft_data(config.training.sft_data_path)
+    check_pins(config, data)
+    return data
+
+
+def sft_cap(config: TrainConfig) -> int:
+    """The token cap of one SFT row: `sft_max_tokens`, else `max_tokens` (standalone SFT) or
+    `max_tokens` + 512 (warmup inside an RL run, where the prompt comes on top)."""
+    t = config.training
+    if t.sft_max_tokens:
+        return t.sft_max_tokens
+    return t.max_tokens if t.trainer == "sft" else t.max_tokens + WARMUP_PROMPT_ROOM
+
+
+MessagesEncoder = Callable[[Sequence[Mapping[str, Any]]], tuple[list[int], list[bool]]]
+
+
+def encode_row(row: SftRow, tokenizer: Tokenizer, path: Path) -> Encoded:
+    eos = list(tokenizer.eos_token_ids[:1])
+    if row.messages:
+        encode: MessagesEncoder | None = getattr(tokenizer, "encode_messages", None)
+        if encode is None:
+            raise SftDataError(f"{path}:{row.line}: 'messages' rows need a tokenizer with a chat template; "
+                               "this backend's tokenizer has none", hint="use prompt/completion rows")
+        try:
+            ids, mask = encode(row.messages)
+        except ValueError as exc:
+            raise SftDataError(f"{path}:{row.line}: {exc}") from None
+        return Encoded(ids, mask)
+    if row.text:
+        ids = tokenizer.encode(row.text)
+        return Encoded(ids, [False] + [True] * (len(ids) - 1))
+    prompt = tokenizer.encode_prompt(row.prompt)
+    target = tokenizer.encode(row.completion) + eos
+    return Encoded(prompt + target, [False] * len(prompt) + [True] * len(target))
+
+
+def encode_all(data: SftData, tokenizer: Tokenizer) -> list[Encoded]:
+    return [encode_row(r, tokenizer, data.path) for r in data.rows]

@@ -1,0 +1,174 @@
+"""`trainer = "sft"` end to end through the real `retrain` command: full fine-tuning of `tiny`
+on 256 generated arithmetic prompt/completion rows for 60 steps more than halves the loss and
+writes a `from_pretrained`-loadable final model; SIGKILL mid-run followed by --resume writes
+the same rows and the same final weights as the uninterrupted run; a wrong row pin is refused
+naming the key before the model loads."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from retrain.io.log import read_jsonl
+from retrain.training.telemetry import WALL_CLOCK_FIELDS
+
+pytestmark = pytest.mark.slow
+
+STEPS = 60
+
+
+def write_data(path: Path, rows: int = 256) -> Path:
+    r = random.Random(0)
+    lines = []
+    for _ in range(rows):
+        a, b = r.randint(0, 99), r.randint(0, 99)
+        lines.append(json.dumps({"prompt": f"{a}+{b}=", "completion": str(a + b)}))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def write_run(root: Path, **training: object) -> Path:
+    data = write_data(root / "sft.jsonl")
+    settings = {"trainer": "sft", "sft_data_path": str(data), "seed": 0, "max_steps": STEPS, "batch_size": 16,
+                "lr": 3e-3, "save_every": 20, **training}
+    lines = "\n".join(f"{k} = {json.dumps(v)}" for k, v in settings.items())
+    cfg = root / "sft.toml"
+    cfg.write_text(f"""
+[model]
+model = "tiny"
+[backend]
+devices = "cpu"
+adapter_path = "{root / 'adapters'}"
+[backend.options]
+train_full_model = true
+[training]
+{lines}
+[logging]
+log_dir = "{root / 'logs'}"
+""")
+    return cfg
+
+
+def retrain(cfg: Path, *args: str, crash: str = "") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "RETRAIN_CRASH_AT": crash, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", "retrain.cli", str(cfg), *args], cwd=cfg.parent, env=env,
+                          capture_output=True, text=True, timeout=900, check=False)
+
+
+def rows(root: Path) -> list[dict[str, object]]:
+    return [{k: v for k, v in r.items() if k not in WALL_CLOCK_FIELDS}
+            for r in read_jsonl(root / "logs" / "metrics.jsonl")]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("sft")
+    res = retrain(write_run(root))
+    assert res.returncode == 0, res.stderr
+    return root
+
+
+def test_sft_learns_and_writes_a_loadable_model(reference: Path) -> None:
+    got = rows(reference)
+    assert [r["step"] for r in got] == list(range(STEPS)) and all(r["phase"] == "sft" for r in got)
+    last = sum(float(r["loss"]) for r in got[-5:]) / 5  # type: ignore[arg-type]
+    assert last < 0.5 * float(got[0]["loss"]), (got[0]["loss"], last)  # type: ignore[arg-type]
+    assert got[-1]["epoch"] == STEPS * 16 / 256
+    assert all(r["sft/truncated_rows"] == 0 for r in got)
+    for key in ("tokens", "supervised_tokens", "tokens_per_second", "supervised_tokens_per_second"):
+        assert key in read_jsonl(reference / "logs" / "metrics.jsonl")[0], key
+
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    final = reference / "adapters" / "final"
+    model = AutoModelForCausalLM.from_pretrained(final)
+    saved = load_file(final / "model.safetensors")
+    state = model.state_dict()
+    assert saved and all(torch.equal(state[k], v) for k, v in saved.items())
+    manifest = json.loads((reference / "logs" / "sft_manifest.json").read_text())
+    assert manifest["data"]["rows"] == 256 and manifest["schedule"]["order"] == "shuffle"
+    assert json.loads((final / "retrain_sft_manifest.json").read_text()) == manifest
+    recover = json.loads((reference / "logs" / "sft_data_recoverability.json").read_text())
+    assert recover["copied"] and recover["recoverable"]
+    assert (reference / "logs" / "sft_data.snapshot.jsonl").read_bytes() == (reference / "sft.jsonl").read_bytes()
+    state_file = json.loads((reference / "logs" / "trainer_state.json").read_text())
+    assert state_file["checkpoint_name"] == "final" and state_file["sft_step"] == STEPS - 1
+
+
+def test_sigkill_then_resume_is_bit_identical(reference: Path, tmp_path: Path) -> None:
+    cfg = write_run(tmp_path)
+    killed = retrain(cfg, crash="sft_after_step@29")  # after step 29's row, 10 steps past checkpoint 20
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert len(read_jsonl(tmp_path / "logs" / "metrics.jsonl")) == 30
+    resumed = retrain(cfg, "--resume", str(tmp_path / "logs"))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming from" in resumed.stdout + resumed.stderr
+    assert rows(tmp_path) == rows(reference)
+    final = "adapters/final/model.safetensors"
+    assert (tmp_path / final).read_bytes() == (reference / final).read_bytes()
+
+
+def test_row_pin_is_refused_by_name(tmp_path: Path) -> None:
+    res = retrain(write_run(tmp_path, sft_data_rows=999))
+    assert res.returncode == 2
+    assert "sft_data_rows" in res.stderr and "999" in res.stderr and "256" in res.stderr
+    assert "Traceback" not in res.stderr and not (tmp_path / "logs").exists()
+    res = retrain(write_run(tmp_path, sft_data_sha256="0" * 64))
+    assert res.returncode == 2 and "sft_data_sha256" in res.stderr
+
+
+def test_rl_warmup_takes_its_rows_from_sft_data_path(tmp_path: Path) -> None:
+    data = write_data(tmp_path / "sft.jsonl", rows=8)
+    (tmp_path / "toy_reward.py").write_text("def score(response, reference):\n    return float('1' in response)\n")
+    cfg = tmp_path / "rl.toml"
+    cfg.write_text(f"""
+[model]
+model = "tiny"
+lora_rank = 4
+[backend]
+devices = "cpu"
+adapter_path = "{tmp_path / 'adapters'}"
+[algorithm]
+advantage_mode = "grpo"
+transform_mode = "none"
+[training]
+seed = 0
+max_steps = 1
+batch_size = 2
+group_size = 2
+max_tokens = 8
+sft_warmup_steps = 2
+sft_data_path = "{data}"
+sft_batch_order = "length_desc"
+sft_max_tokens = 10
+sft_data_rows = 8
+save_every = 0
+[data]
+source = "arithmetic"
+[reward]
+type = "custom"
+custom_module = "toy_reward"
+custom_function = "score"
+[logging]
+log_dir = "{tmp_path / 'logs'}"
+""")
+    res = retrain(cfg)
+    assert res.returncode == 0, res.stderr
+    warm = [r for r in read_jsonl(tmp_path / "logs" / "metrics.jsonl") if r.get("phase") == "sft"]
+    assert [r["step"] for r in warm] == [0, 1]
+    # every row (prompt template + completion + EOS) has 11 to 13 tokens: the cap cuts each
+    assert all(r["tokens"] == 2 * 10 and r["supervised_tokens"] > 0 and r["sft/truncated_rows"] == 2
+               for r in warm), warm
+    state = json.loads((tmp_path / "logs" / "trainer_state.json").read_text())
+    assert state["sft_schedule"] == {"seed": 0, "rows": 8, "batch_size": 2, "order": "length_desc"}
+    res = retrain(cfg, "--sft-data-rows", "9", "--log-dir", str(tmp_path / "other"))
+    assert res.returncode == 2 and "sft_data_rows: expected 9" in res.stderr
