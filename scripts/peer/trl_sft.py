@@ -18,7 +18,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -29,19 +28,8 @@ import argparse
 import torch
 from datasets import Dataset
 from peft import LoraConfig
-from transformers import TrainerCallback
+from step_clock import StepClock
 from trl import SFTConfig, SFTTrainer
-
-
-class StepClock(TrainerCallback):
-    def __init__(self) -> None:
-        self.marks: list[float] = []
-
-    def on_train_begin(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
-        self.marks = [time.perf_counter()]
-
-    def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
-        self.marks.append(time.perf_counter())
 
 
 def main() -> None:

@@ -17,7 +17,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -27,19 +26,8 @@ import torch
 from assets import PROFILES, problems, run_arguments, score
 from datasets import Dataset
 from peft import LoraConfig
-from transformers import TrainerCallback
+from step_clock import StepClock
 from trl import GRPOConfig, GRPOTrainer
-
-
-class StepClock(TrainerCallback):
-    def __init__(self) -> None:
-        self.marks: list[float] = []
-
-    def on_train_begin(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
-        self.marks = [time.perf_counter()]
-
-    def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
-        self.marks.append(time.perf_counter())
 
 
 def reward(completions: list[str], answer: list[str], **_: object) -> list[float]:
