@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrain.backends.local.tokenizer import HFTokenizer
+from retrain.backends.tokenizer import HFTokenizer
 from retrain.models.load import ModelSpec, load_tokenizer
 
 
