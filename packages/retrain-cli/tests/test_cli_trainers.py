@@ -122,7 +122,7 @@ def test_trainer_plugin_without_run_is_refused(cli, tmp_path: Path) -> None:  # 
 
 def test_trainers_are_listed_and_scaffolded(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     listed = json.loads(cli("plugins", "--json").stdout)
-    assert listed["builtins"]["trainer"] == ["command", "optimizer_replay", "retrain", "ttt_discover"]
+    assert listed["builtins"]["trainer"] == ["command", "optimizer_replay", "retrain", "sft", "ttt_discover"]
     res = cli("init-plugin", "--kind", "trainer", "--name", "my loop")
     assert res.code == 0 and 'trainer = "my_loop.my_loop"' in res.stdout
     toml = res.stdout.split("Add to your config:\n\n", 1)[1].split("Run it with")[0]
