@@ -323,8 +323,6 @@ class LocalBackend:
                     clip += res.clip_fraction * n
                     cov += res.cov_fraction * n
                     kl += res.abs_kl * n
-            if not real:
-                loss = loss * 0.0  # a stand-in keeps this rank's collectives in step with the others'
             (loss * self.world.size).backward()  # FSDP averages gradients over ranks
             if real:
                 loss_sum += float(loss.detach())

@@ -119,8 +119,8 @@ def sum_floats(values: Sequence[float], device: torch.device) -> list[float]:
 
 def rank_micro_batches(batch: Batch, size: int, world: World) -> list[tuple[Batch, bool]]:
     """This rank's rows in the same number of micro-batches on every rank; (micro-batch,
-    real). A missing micro-batch is the step's first row with zero weight: its backward
-    reduces a zero gradient in step with the other ranks."""
+    real). A missing micro-batch is the step's first row with zero loss and ECHO weights: its
+    backward reduces a zero gradient in step with the other ranks."""
     rows = share(batch.rows, world)
     per_rank = -(-batch.rows // world.size)
     step = per_rank if size <= 0 else min(size, per_rank)
@@ -132,7 +132,8 @@ def rank_micro_batches(batch: Batch, size: int, world: World) -> list[tuple[Batc
             out.append((batch.slice(lo, hi), True))
         else:
             dummy = batch.slice(0, 1)
-            out.append((replace(dummy, weight=torch.zeros_like(dummy.weight)), False))
+            echo = None if dummy.echo is None else torch.zeros_like(dummy.echo)
+            out.append((replace(dummy, weight=torch.zeros_like(dummy.weight), echo=echo), False))
     return out
 
 
