@@ -150,8 +150,10 @@ def test_environment_echo_and_tl_grpo_are_live(tmp_path: Path) -> None:
     assert c.environment.max_turns == 4 and c.echo.enabled and c.training.tl_grpo_branch_size == 3
     errs = errors_of(tmp_path, '[environment]\nprovider = "verifiers"\nid = "x"\n[training]\ntl_grpo = true\n')
     assert len(errs) == 1 and "[training] tl_grpo" in errs[0] and "openenv" in errs[0], errs
-    errs = errors_of(tmp_path, '[environment]\nprovider = "verifiers"\nid = "x"\nmax_turns = 3\n')
-    assert len(errs) == 1 and "[environment] max_turns" in errs[0] and NOT_BUILT_TEXT in errs[0], errs
+    p.write_text('[environment]\nprovider = "verifiers"\nid = "x"\nmax_turns = 3\n')
+    assert load_config(p).config.environment.max_turns == 3
+    errs = errors_of(tmp_path, '[environment]\nprovider = "verifiers"\nid = "x"\nrollout_buffer_size = 3\n')
+    assert len(errs) == 1 and "[environment] rollout_buffer_size" in errs[0] and NOT_BUILT_TEXT in errs[0], errs
     errs = errors_of(tmp_path, '[echo]\nenabled = true\n')
     assert len(errs) == 1 and "[echo] enabled" in errs[0] and "OpenEnv" in errs[0], errs
 

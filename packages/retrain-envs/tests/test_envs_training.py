@@ -1,8 +1,8 @@
 """End-to-end: the tiny model trains for a few RL steps through the real `retrain` command
 against a verifiers taskset installed from this test tree (single-turn boxed sums) and a real
 OpenEnv game server on 127.0.0.1; rewards, per-reward metrics and turn counts reach
-metrics.jsonl; the single-turn run resumes after SIGKILL bit-identically; a verifiers
-multi-turn environment (the guess fixture's own vf.Env) is refused as not built yet."""
+metrics.jsonl; the single-turn run resumes after SIGKILL bit-identically; the guess fixture's
+own vf.Env (verifiers multi-turn) trains through verifiers' machinery."""
 
 from __future__ import annotations
 
@@ -177,7 +177,34 @@ def test_unreachable_openenv_server_is_one_clear_error(tmp_path: Path) -> None:
     assert f"OpenEnv server {url} is unreachable" in res.stderr and "Traceback" not in res.stderr
 
 
-def test_verifiers_multi_turn_is_refused_as_not_built(tmp_path: Path) -> None:
-    res = retrain(write_run(tmp_path, 'provider = "verifiers"\nid = "retrain-fixture-guess"'))
+MULTI = ('provider = "verifiers"\nid = "retrain-fixture-guess"\nmax_turns = 3\nrollout_env_workers = 6\n'
+         'args = {num_tasks = 8}')
+
+
+def test_verifiers_multi_turn_trains_through_the_envs_own_run(tmp_path: Path) -> None:
+    """The guess fixture's own vf.Env plays every episode (its harness program in a subprocess,
+    the policy behind retrain's token-in/token-out endpoint); the datums hold each turn's
+    sampled tokens with the env's messages between them as observations."""
+    res = retrain(write_run(tmp_path, MULTI, max_steps=2, group_size=3, max_tokens=3))
+    assert res.returncode == 0, res.stderr
+    rows = rl_rows(tmp_path)
+    assert [r["step"] for r in rows] == [0, 1]
+    for r in rows:
+        assert r["env/episodes"] + r["env/dropped_episodes"] == 6.0 and r["env/dropped_episodes"] == 0.0
+        # the Env asks up to max_guesses = 3 times; max_turns = 3 agrees
+        assert 1.0 <= float(r["env/turns_mean"]) and float(r["env/turns_total"]) >= 6.0
+        assert float(r["env/observation_tokens"]) > 0
+        assert 1.0 <= float(r["env/metric/turns"]) <= 3.0  # the task's own @vf.metric
+        assert "env/reward/hit" in r and abs(float(r["mean_reward"]) - float(r["env/reward/hit"])) < 1e-9
+        assert r["env/unmatched_turns"] == 0.0, "a turn's tokens differ from what the endpoint served"
+        assert r["env/policy_requests"] == r["env/turns_total"]
+        assert 0.0 < float(r["env/time_share"]) <= 1.0
+    assert any(int(r["num_datums"]) > 0 for r in rows), "no step trained"
+    gens = read_jsonl(tmp_path / "logs" / "emergence" / "generations.jsonl")
+    assert any("[user] higher" in str(g["completion"]) or "[user] lower" in str(g["completion"]) for g in gens)
+
+
+def test_verifiers_single_turn_taskset_refuses_max_turns(tmp_path: Path) -> None:
+    res = retrain(write_run(tmp_path, SINGLE + "\nmax_turns = 2"))
     assert res.returncode == 2
-    assert "not built yet" in res.stderr and "GuessEnv" in res.stderr and "Traceback" not in res.stderr
+    assert "[environment] max_turns" in res.stderr and "single-turn" in res.stderr and "Traceback" not in res.stderr

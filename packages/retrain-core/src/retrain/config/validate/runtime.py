@@ -125,11 +125,10 @@ def check_runtime(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
         elif env.provider == "openenv" and urlparse(env.id).scheme not in ("http", "https", "ws", "wss"):
             issues.append(ConfigIssue(f"{env.id!r} must be an http(s):// or ws(s):// URL for openenv",
                                       key="[environment] id"))
-        if env.provider == "verifiers" and env.max_turns != -1:
-            issues.append(ConfigIssue(f"{NOT_BUILT_TEXT}: verifiers multi-turn environments (max_turns = "
-                                      f"{env.max_turns}); verifiers tasksets train single-turn",
-                                      key="[environment] max_turns",
-                                      hint='remove it, or serve the game over OpenEnv (provider = "openenv")'))
+        if env.provider == "verifiers" and env.rollout_buffer_size != 0:
+            issues.append(ConfigIssue(f"{NOT_BUILT_TEXT}: a rollout buffer for verifiers environments (episodes "
+                                      "in flight are bounded by rollout_env_workers)",
+                                      key="[environment] rollout_buffer_size", hint="remove it"))
     else:
         default = type(env)()
         for key in ("id", "args", "max_turns", "rollout_env_workers", "rollout_buffer_size"):

@@ -1,4 +1,5 @@
-"""The verifiers provider's `Environment` (retrain.environments.protocol): single-turn tasks.
+"""The verifiers provider's `Environment` (retrain.environments.protocol) for single-turn tasks;
+multi-turn tasksets (their own `vf.Env`) go to retrain.environments.verifiers.episodes.
 
 Each task becomes an `Example` (prompt text, answer as reference, the taskset id as task,
 its `idx` as example id); prompts render through the chat template with the task's system
@@ -18,6 +19,7 @@ from retrain.backends.protocol import Tokenizer, TrainBackend
 from retrain.config.schema import TrainConfig
 from retrain.environments.chat import chat_tokenizer, prompt_ids
 from retrain.environments.concurrency import EnvClock
+from retrain.environments.verifiers.episodes import VerifiersEpisodes
 from retrain.environments.verifiers.load import load_tasks
 from retrain.environments.verifiers.score import messages, score
 from retrain.training.rollouts import Group, StepRollouts, sample_texts
@@ -73,6 +75,9 @@ class VerifiersEnvironment:
         return None
 
 
-def create_environment(config: TrainConfig) -> VerifiersEnvironment:
+def create_environment(config: TrainConfig) -> VerifiersEnvironment | VerifiersEpisodes:
     env = config.environment
-    return VerifiersEnvironment(env.id, load_tasks(env.id, env.args), env.rollout_env_workers)
+    tasks, vf_env = load_tasks(env.id, env.args, env.max_turns)
+    if vf_env is not None:
+        return VerifiersEpisodes(env.id, vf_env, tasks, env.rollout_env_workers)
+    return VerifiersEnvironment(env.id, tasks, env.rollout_env_workers)

@@ -1,6 +1,9 @@
-"""Load an installed verifiers 0.4 taskset by id and check, before any model loads, that
-retrain can score it offline: every reward and metric is a pure function of the trace (no
-runtime, no judge), and the taskset has no multi-turn `vf.Env` of its own (not built yet).
+"""Load an installed verifiers 0.4 taskset by id, before any model loads. A taskset without an
+Env of its own is single-turn: retrain samples and scores offline, so every reward and metric
+must be a pure function of the trace (no runtime, no judge). A taskset whose package exports a
+`vf.Env` is multi-turn: the Env is built here (retrain.environments.verifiers.episodes plays it),
+each seat that would run on Prime's remote sandboxes (verifiers' default) running locally in a
+subprocess instead, and `[environment] max_turns` (when > 0) capping every seat's turns.
 
 A taskset's id is its package's import name with `-` for `_` (verifiers resolves
 `verifiers.v1.tasksets.<module>` first, then the top-level module); `[environment] args` are
@@ -32,8 +35,9 @@ def _needs_runtime(fn: Callable[..., Any]) -> bool:
     return param is not None and param.default is inspect.Parameter.empty
 
 
-def load_tasks(taskset_id: str, args: Mapping[str, Any]) -> list[Any]:
-    """The taskset's tasks, in load order (each stamped with its `idx`)."""
+def load_tasks(taskset_id: str, args: Mapping[str, Any], max_turns: int = -1) -> tuple[list[Any], Any | None]:
+    """The taskset's tasks, in load order (each stamped with its `idx`), and its multi-turn
+    `vf.Env` (None: single-turn)."""
     vf = _vf()
     from verifiers.v1.utils import loaders
 
@@ -49,21 +53,41 @@ def load_tasks(taskset_id: str, args: Mapping[str, Any]) -> list[Any]:
         fields = ", ".join(sorted(k for k in config_type.model_fields if k != "id"))
         raise UserError(f"[environment] args for taskset {taskset_id!r}: {_first_line(e)}",
                         hint=f"its fields: {fields or '(none)'}") from None
-    env_class = loaders.environment_class(taskset_id)
-    if env_class is not loaders.SingleAgentEnv:
-        raise UserError(f"[environment] id {taskset_id!r}: its package exports its own verifiers Env "
-                        f"({env_class.__name__}), a multi-turn environment; verifiers multi-turn "
-                        "environments are not built yet in this version",
-                        hint='serve the game as an OpenEnv server and use provider = "openenv"')
-    taskset = vf.load_taskset(config)
+    env = None
+    if loaders.environment_class(taskset_id) is not loaders.SingleAgentEnv:
+        env = build_env(vf, taskset_id, args, max_turns)
+    taskset = env.taskset if env is not None else vf.load_taskset(config)
     if not taskset.bounded:
         raise UserError(f"[environment] id {taskset_id!r} yields tasks forever; retrain needs a bounded taskset",
                         hint="bound it with its own config fields in [environment] args")
     tasks = list(taskset)
     if not tasks:
         raise UserError(f"[environment] id {taskset_id!r}: the taskset yields no tasks")
-    check_offline_scoring(taskset_id, tasks[0])
-    return tasks
+    if env is None:
+        if max_turns != -1:
+            raise UserError(f"[environment] max_turns = {max_turns}: taskset {taskset_id!r} is single-turn (its "
+                            "package exports no verifiers Env), so there are no turns to cap", hint="remove it")
+        check_offline_scoring(taskset_id, tasks[0])
+    return tasks, env
+
+
+def build_env(vf: Any, taskset_id: str, args: Mapping[str, Any], max_turns: int) -> Any:
+    from verifiers.v1.configs.agent import agent_config_fields
+
+    taskset = {"id": taskset_id, **dict(args)}
+    seats: dict[str, dict[str, Any]] = {}
+    for name, spec in agent_config_fields(vf.resolve_env_config({"taskset": taskset})).items():
+        seat: dict[str, Any] = {}
+        if spec.runtime.type == "prime":
+            seat["runtime"] = {"type": "subprocess"}
+        if max_turns > 0:
+            seat["max_turns"] = max_turns
+        if seat:
+            seats[name] = seat
+    try:
+        return vf.load_environment(vf.resolve_env_config({"taskset": taskset, **seats}))
+    except (TypeError, ValueError) as e:
+        raise UserError(f"[environment] id {taskset_id!r}: its verifiers Env does not load ({_first_line(e)})") from None
 
 
 def check_offline_scoring(taskset_id: str, task: Any) -> None:

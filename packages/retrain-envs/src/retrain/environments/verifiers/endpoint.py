@@ -1,0 +1,221 @@
+"""The run's policy behind vLLM's token-in/token-out endpoint, for a verifiers `vf.Env` to
+sample from: `POST /inference/v1/generate` (prompt token ids in; sampled token ids, their
+behaviour logprobs and the finish reason out) and `GET /v1/models`, served on 127.0.0.1 from
+a thread while the run lives, answering 401 without the run's random API key.
+
+verifiers' `TrainClient` (the client prime-rl trains with) renders each turn's prompt by
+extending the previous turn's tokens, so every prompt this endpoint sees is exactly the
+tokens the policy conditioned on. Requests that arrive together are sampled in one backend
+call; each answer is remembered (prompt, completion) -> `Completion` so the trainer reads the
+turn's logprobs, finish reason and entropies from what was served, not from the trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import secrets
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from retrain.types import Completion, SamplingParams
+
+#: `(prompts, params) -> one completion per prompt`: the backend's sampler
+Sampler = Callable[[list[list[int]], SamplingParams], list[Completion]]
+
+#: sampling_params keys the endpoint reads; anything else is refused (400), never ignored
+SAMPLING_KEYS = frozenset({"max_tokens", "temperature", "top_p", "top_k", "min_p", "stop_token_ids", "logprobs",
+                           "skip_special_tokens"})
+MODEL = "policy"  # the one model name the endpoint serves
+#: a backend call waits until no request has arrived for GATHER_S (at most GATHER_MAX_S), and
+#: requests arriving while one runs go together into the next: a few ms against a model call
+GATHER_S = 0.01
+GATHER_MAX_S = 0.05
+
+
+@dataclass
+class _Pending:
+    prompt: list[int]
+    params: SamplingParams
+    done: asyncio.Future[Completion]
+
+
+@dataclass
+class Served:
+    """Every (prompt, completion) answered since `clear()`."""
+
+    by_key: dict[tuple[tuple[int, ...], tuple[int, ...]], Completion] = field(default_factory=dict)
+    calls: int = 0  # backend calls
+    requests: int = 0
+    sample_s: float = 0.0
+
+    def clear(self) -> None:
+        self.by_key.clear()
+        self.calls = self.requests = 0
+        self.sample_s = 0.0
+
+
+class BadRequest(ValueError):
+    pass
+
+
+class PolicyEndpoint:
+    def __init__(self, sampler: Sampler, *, stop_token_ids: Sequence[int], max_model_len: int = 0) -> None:
+        self.sampler = sampler
+        self.stop_token_ids = frozenset(int(t) for t in stop_token_ids)
+        self.max_model_len = max_model_len
+        self.api_key = secrets.token_urlsafe(24)
+        self.base: SamplingParams | None = None  # the step's sampling (entropy, batch id), set per step
+        self.served = Served()
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self._queue: asyncio.Queue[_Pending] | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        import uvicorn
+
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(self._app(), log_level="warning", lifespan="off", access_log=False)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True,
+                                        name="retrain-policy-endpoint")
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the policy endpoint for the verifiers environment did not start")
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._server = self._thread = None
+
+    # sampling --------------------------------------------------------------------------------
+    def _params(self, raw: Any) -> SamplingParams:
+        if not isinstance(raw, dict):
+            raise BadRequest("sampling_params must be an object")
+        unknown = sorted(set(raw) - SAMPLING_KEYS)
+        if unknown:
+            raise BadRequest(f"sampling_params.{unknown[0]} is not supported by retrain's policy endpoint")
+        stops = set(raw.get("stop_token_ids") or [])
+        if not stops <= self.stop_token_ids:
+            raise BadRequest(f"sampling_params.stop_token_ids {sorted(stops - self.stop_token_ids)} are not the "
+                             f"tokenizer's end-of-sequence ids {sorted(self.stop_token_ids)}, where sampling stops")
+        base = self.base or SamplingParams(max_tokens=16)
+        if not isinstance(raw.get("max_tokens", base.max_tokens), int) or raw.get("max_tokens", 1) < 1:
+            raise BadRequest("sampling_params.max_tokens must be a positive integer")
+        return SamplingParams(max_tokens=int(raw.get("max_tokens", base.max_tokens)),
+                              temperature=float(raw.get("temperature", base.temperature)),
+                              top_p=float(raw.get("top_p", base.top_p)), top_k=int(raw.get("top_k", base.top_k) or 0),
+                              min_p=float(raw.get("min_p", base.min_p)), want_entropy=base.want_entropy,
+                              batch_id=base.batch_id)
+
+    async def _batcher(self) -> None:
+        assert self._queue is not None
+        while True:
+            batch = [await self._queue.get()]
+            waited = 0.0
+            while waited < GATHER_MAX_S:  # gather the requests in flight: each one waits for the others
+                await asyncio.sleep(GATHER_S)
+                waited += GATHER_S
+                if self._queue.empty():
+                    break
+                while not self._queue.empty():
+                    batch.append(self._queue.get_nowait())
+            by_params: dict[SamplingParams, list[_Pending]] = {}
+            for p in batch:
+                by_params.setdefault(p.params, []).append(p)
+            for params, items in by_params.items():
+                t0 = time.perf_counter()
+                try:
+                    comps = await asyncio.to_thread(self.sampler, [p.prompt for p in items], params)
+                except Exception as e:  # every waiting request fails with the sampler's error
+                    for p in items:
+                        if not p.done.done():
+                            p.done.set_exception(e)
+                    continue
+                self.served.sample_s += time.perf_counter() - t0
+                self.served.calls += 1
+                for p, c in zip(items, comps, strict=True):
+                    self.served.by_key[(tuple(p.prompt), tuple(c.token_ids))] = c
+                    if not p.done.done():
+                        p.done.set_result(c)
+
+    async def generate(self, body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise BadRequest("the body must be a JSON object")
+        if body.get("model", MODEL) != MODEL:
+            raise BadRequest(f"model {body.get('model')!r}: this endpoint serves {MODEL!r}")
+        prompt = body.get("token_ids")
+        if not isinstance(prompt, list) or not prompt or not all(isinstance(t, int) for t in prompt):
+            raise BadRequest("token_ids must be a non-empty list of token ids")
+        extra = sorted(set(body) - {"model", "token_ids", "sampling_params", "cache_salt", "priority"})
+        if extra:
+            raise BadRequest(f"{extra[0]} is not supported by retrain's policy endpoint")
+        params = self._params(body.get("sampling_params") or {})
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+            asyncio.get_running_loop().create_task(self._batcher())
+        done: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
+        self.served.requests += 1
+        await self._queue.put(_Pending(list(prompt), params, done))
+        c = await done
+        return {"request_id": uuid.uuid4().hex, "prompt_token_ids": list(prompt),
+                "choices": [{"index": 0, "token_ids": list(c.token_ids), "finish_reason": c.finish_reason,
+                             "logprobs": {"content": [{"token": f"token_id:{t}", "logprob": lp}
+                                                      for t, lp in zip(c.token_ids, c.logprobs, strict=True)]}}],
+                "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(c.token_ids),
+                          "total_tokens": len(prompt) + len(c.token_ids)}}
+
+    def _app(self) -> FastAPI:
+        app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+        key = self.api_key.encode()
+
+        def error(status: int, message: str) -> JSONResponse:
+            return JSONResponse({"error": {"message": message, "code": status}}, status_code=status)
+
+        @app.middleware("http")
+        async def _auth(request: Request, call_next: Any) -> Response:
+            given = request.headers.get("authorization", "")
+            token = given[7:].encode() if given.lower().startswith("bearer ") else b""
+            if not hmac.compare_digest(token, key):
+                return error(401, "a valid API key is required (Authorization: Bearer <key>)")
+            response: Response = await call_next(request)
+            return response
+
+        @app.get("/v1/models")
+        async def models() -> dict[str, Any]:
+            return {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "retrain",
+                                                "max_model_len": self.max_model_len or None}]}
+
+        @app.post("/inference/v1/generate")
+        async def generate(request: Request) -> Any:
+            try:
+                body = await request.json()
+            except ValueError:
+                return error(400, "the request body is not valid JSON")
+            try:
+                return await self.generate(body)
+            except BadRequest as e:
+                return error(400, str(e))
+
+        return app

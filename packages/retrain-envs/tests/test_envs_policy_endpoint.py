@@ -1,0 +1,111 @@
+"""The policy endpoint a verifiers multi-turn Env samples from (vLLM's /inference/v1/generate on
+127.0.0.1, a real uvicorn server, a real HTTP client), and how a trace's token stream becomes
+turns: what a sampler returns is what the client reads and what the trainer reads back."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+
+import httpx
+import pytest
+
+from retrain.environments.verifiers.endpoint import PolicyEndpoint, Served
+from retrain.environments.verifiers.episodes import segments
+from retrain.types import Completion, SamplingParams
+
+EOS = 2
+
+
+class Recorder:
+    """A sampler: completion = last prompt token + 1, then EOS; logprob -0.5 per token."""
+
+    def __init__(self, seconds: float = 0.0) -> None:
+        self.calls: list[int] = []
+        self.lock = threading.Lock()
+        self.seconds = seconds  # a model's time per call
+
+    def __call__(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        with self.lock:
+            self.calls.append(len(prompts))
+        time.sleep(self.seconds)
+        out = []
+        for p in prompts:
+            ids = [p[-1] + 1, EOS][:params.max_tokens]
+            out.append(Completion(token_ids=ids, logprobs=[-0.5] * len(ids),
+                                  finish_reason="stop" if ids[-1] == EOS else "length"))
+        return out
+
+
+@pytest.fixture
+def endpoint():
+    sampler = Recorder(seconds=0.2)
+    ep = PolicyEndpoint(sampler, stop_token_ids=[EOS], max_model_len=512)
+    ep.start()
+    try:
+        yield ep, sampler
+    finally:
+        ep.stop()
+
+
+def _post(ep: PolicyEndpoint, body: object, key: str | None = None) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {ep.api_key if key is None else key}"}
+    return httpx.post(ep.url.removesuffix("/v1") + "/inference/v1/generate", json=body, headers=headers, timeout=30)
+
+
+def test_generate_answers_token_ids_logprobs_and_remembers_them(endpoint) -> None:
+    ep, _ = endpoint
+    r = _post(ep, {"model": "policy", "token_ids": [5, 6, 7],
+                   "sampling_params": {"max_tokens": 4, "temperature": 1.0, "stop_token_ids": [EOS], "logprobs": 1,
+                                       "skip_special_tokens": False}})
+    assert r.status_code == 200, r.text
+    choice = r.json()["choices"][0]
+    assert choice["token_ids"] == [8, EOS] and choice["finish_reason"] == "stop"
+    assert choice["logprobs"]["content"] == [{"token": "token_id:8", "logprob": -0.5},
+                                             {"token": f"token_id:{EOS}", "logprob": -0.5}]
+    assert ep.served.by_key[((5, 6, 7), (8, EOS))].logprobs == [-0.5, -0.5]
+    models = httpx.get(ep.url + "/models", headers={"Authorization": f"Bearer {ep.api_key}"}).json()
+    assert models["data"][0]["id"] == "policy" and models["data"][0]["max_model_len"] == 512
+
+
+def test_the_endpoint_needs_its_key_and_refuses_what_it_would_ignore(endpoint) -> None:
+    ep, sampler = endpoint
+    assert _post(ep, {"token_ids": [1]}, key="wrong").status_code == 401
+    assert httpx.get(ep.url + "/models").status_code == 401
+    r = _post(ep, {"token_ids": [1], "sampling_params": {"max_tokens": 2, "repetition_penalty": 1.1}})
+    assert r.status_code == 400 and "repetition_penalty" in r.text
+    r = _post(ep, {"token_ids": [1], "sampling_params": {"max_tokens": 2, "stop_token_ids": [9]}})
+    assert r.status_code == 400 and "stop_token_ids" in r.text
+    assert _post(ep, {"token_ids": []}).status_code == 400
+    assert _post(ep, {"token_ids": [1], "model": "other"}).status_code == 400
+    assert not sampler.calls, "a refused request reached the sampler"
+    assert ep.api_key not in r.text
+
+
+def test_requests_in_flight_together_share_a_backend_call(endpoint) -> None:
+    ep, sampler = endpoint
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda i: _post(ep, {"token_ids": [10 * i + 1], "sampling_params": {"max_tokens": 2}}),
+                                range(8)))
+    assert all(a.status_code == 200 for a in answers)
+    assert [a.json()["choices"][0]["token_ids"][0] for a in answers] == [10 * i + 2 for i in range(8)]
+    assert sum(sampler.calls) == 8 and len(sampler.calls) < 8, sampler.calls
+    assert ep.served.requests == 8 and ep.served.calls == len(sampler.calls)
+
+
+def test_a_token_stream_splits_into_turns_with_the_served_logprobs() -> None:
+    # prompt [1, 2], turn 1 sampled [3, EOS], observation [4, 5], turn 2 sampled [6] (cut), tail [7]
+    tokens = [1, 2, 3, EOS, 4, 5, 6, 7]
+    mask = [False, False, True, True, False, False, True, False]
+    served = Served()
+    served.by_key[((1, 2), (3, EOS))] = Completion(token_ids=[3, EOS], logprobs=[-0.25, -0.125], entropies=[1.0, 0.5])
+    served.by_key[((1, 2, 3, EOS, 4, 5), (6,))] = Completion(token_ids=[6], logprobs=[-2.0], finish_reason="length")
+    seg, finishes, unmatched = segments(tokens, mask, [0.0] * len(tokens), served)
+    assert seg.prompt_ids == [1, 2] and seg.tail == [7] and unmatched == 0
+    assert [(t.observation, t.token_ids, t.logprobs) for t in seg.turns] == [([], [3, EOS], [-0.25, -0.125]),
+                                                                            ([4, 5], [6], [-2.0])]
+    assert finishes == ["stop", "length"] and seg.turns[0].entropies == [1.0, 0.5]
+    # a turn the endpoint did not serve keeps the trace's logprobs and is counted
+    seg, _, unmatched = segments(tokens, mask, [0.0, 0.0, -1.0, -1.0, 0.0, 0.0, -3.0, 0.0], Served())
+    assert unmatched == 2 and seg.turns[1].logprobs == [-3.0]
