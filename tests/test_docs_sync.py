@@ -33,6 +33,6 @@ def test_nav_pages_exist() -> None:
 def test_examples_are_the_init_templates() -> None:
     from retrain.commands.init.templates import TEMPLATES
 
-    for name in ("verifiers", "openenv"):
+    for name in ("verifiers", "verifiers-multi-turn", "openenv"):
         example = (REPO / "examples" / f"{name}.toml").read_text(encoding="utf-8")
         assert example == TEMPLATES[name].text(), f"examples/{name}.toml differs from `retrain init -t {name}`"

@@ -142,6 +142,43 @@ def test_top_k_1_through_the_server_is_greedy(client) -> None:  # type: ignore[n
     assert a.choices[0].logprobs.token_logprobs == [0.0] * 6
 
 
+def test_token_in_generate_is_what_verifiers_train_client_reads(server: Served) -> None:
+    """vLLM's /inference/v1/generate through the real `renderers` client verifiers' TrainClient
+    uses: the tiny tokenizer's chat template renders the prompt, the server answers the
+    in-process engine's tokens and logprobs for the same seed."""
+    import asyncio
+
+    from openai import AsyncOpenAI
+    from renderers import create_renderer
+    from renderers.base import load_tokenizer
+    from renderers.client import generate
+
+    from retrain.models.tiny import ASSETS
+
+    renderer = create_renderer(load_tokenizer(str(ASSETS)))
+    messages = [{"role": "user", "content": "7+8="}]
+
+    async def call() -> dict:
+        client = AsyncOpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0)
+        return await generate(client=client, renderer=renderer, messages=messages, model="tiny",
+                              sampling_params={"max_tokens": 8, "temperature": 1.0, "seed": 5})
+
+    out = asyncio.run(call())
+    _, tok = tiny()
+    assert out["prompt_ids"] == tok.encode_chat(messages)
+    (want,) = in_process(out["prompt_ids"], 1, 5, None, temperature=1.0)
+    assert out["completion_ids"] == want.token_ids and out["finish_reason"] == want.finish_reason
+    assert out["completion_logprobs"] == pytest.approx(want.logprobs, abs=1e-5)
+    h = server.headers
+    for body, field in (({"token_ids": [1], "sampling_params": {"repetition_penalty": 1.1}},
+                         "sampling_params.repetition_penalty"),
+                        ({"token_ids": [1], "sampling_params": {"stop_token_ids": [7]}}, "sampling_params.stop_token_ids"),
+                        ({"token_ids": []}, "token_ids"), ({"token_ids": [1], "extra": 1}, "extra")):
+        r = httpx.post(server.url + "/inference/v1/generate", json=body, headers=h, timeout=30)
+        assert r.status_code == 400 and r.json()["error"]["param"] == field, r.text
+    assert httpx.post(server.url + "/inference/v1/generate", json={"token_ids": [1]}).status_code == 401
+
+
 def test_bad_requests_name_the_field_and_never_500(server: Served) -> None:
     h = server.headers
     cases = [({"model": "tiny", "prompt": "x", "temperature": -1}, "temperature"),

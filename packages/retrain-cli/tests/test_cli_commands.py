@@ -90,6 +90,7 @@ def test_every_template_writes_and_explains(cli, tmp_path: Path, name: str) -> N
 def test_init_list_and_refusal(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     listed = cli("init", "--list").stdout
     assert "quickstart" in listed and "campaign" in listed and "verifiers" in listed and "openenv" in listed
+    assert "verifiers-multi-turn" in listed
     (tmp_path / "retrain.toml").write_text("x")
     res = cli("init")
     assert res.code == 2 and "refusing to overwrite" in res.stderr

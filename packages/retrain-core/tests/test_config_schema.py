@@ -42,7 +42,8 @@ ADDED_FIELDS = {"data_path", "data_difficulty", "reward_timeout_s", "top_k", "mi
                 "inference_concurrency", "inference_timeout_s", "inference_retries",
                 "importance_sampling_correction", "importance_sampling_cap", "eval_every", "eval_before_train",
                 "eval_at_end", "eval_k", "eval_temperature", "eval_top_p", "eval_max_tokens", "eval_max_examples",
-                "eval_pass_threshold", "eval_data_path", "loss_aggregation", "kl_coef", "kl_estimator"}
+                "eval_pass_threshold", "eval_data_path", "loss_aggregation", "kl_coef", "kl_estimator",
+                "environment_max_episode_tokens"}
 
 
 def test_every_reference_field_plus_documented_additions() -> None:

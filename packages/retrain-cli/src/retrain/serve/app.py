@@ -1,5 +1,6 @@
 """The FastAPI application: OpenAI's completions, chat completions and models endpoints, vLLM's
-LoRA adapter endpoints, /health and Prometheus /metrics.
+LoRA adapter endpoints and token-in/token-out /inference/v1/generate (verifiers' TrainClient
+renders prompts to ids and samples through it), /health and Prometheus /metrics.
 
 Every answer that is not a success is OpenAI's error object with the offending field in
 `param`: a bad body is 400 naming the field, an unknown model 404, a missing or wrong API key
@@ -22,6 +23,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
+from retrain.backends import token_generate
 from retrain.backends.serving import ServeError, ServeRequest
 from retrain.serve.schema import (
     ChatRequest,
@@ -185,6 +187,22 @@ def create_app(engine: Any, *, api_key: str = "", adapter_root: Path | None = No
                                skip_special_tokens=body.skip_special_tokens)
         view = _View(engine, body, chat=True, want_logprobs=body.logprobs, top_n=top_n)
         return await _respond(request, view, prompts)
+
+    @app.post(token_generate.PATH, response_model=None)
+    async def generate(request: Request) -> Any:
+        try:
+            body = await request.json()
+        except ValueError:
+            return error(400, "the request body is not valid JSON")
+        prompt = token_generate.prompt_of(body)
+        model = body.get("model", engine.model_name)
+        adapter = _adapter_of(model) if isinstance(model, str) else None
+        base = SamplingParams(max_tokens=_limit(None, [prompt]))
+        params = token_generate.sampling_of(body.get("sampling_params"), base, getattr(engine, "eos_ids", ()))
+        serve = ServeRequest(prompts=[prompt], n=1, params=params, adapter=adapter, seed=params.seed,
+                             skip_special_tokens=False)
+        (row,) = await asyncio.wrap_future(engine.submit(serve))
+        return token_generate.answer(prompt, row.token_ids, row.logprobs, row.finish_reason)
 
     async def _respond(request: Any, view: _View, prompts: list[list[int]]) -> Any:
         prompt_tokens = sum(len(p) for p in prompts)

@@ -412,6 +412,10 @@ class EnvironmentConfig(Section):
         JsonTable, F("Environment arguments: a table, or a JSON object string.")
     ] = msgspec.field(default_factory=dict)
     max_turns: Annotated[int, F("Override the environment's max turns; -1 = no override.", ge=-1)] = -1
+    max_episode_tokens: Annotated[
+        int, F("verifiers multi-turn: an episode stops after the turn that brings its tokens (prompts and "
+               "replies) to this many; 0 = no limit.", ge=0)
+    ] = 0
     auto_install: Annotated[bool, F("Install a missing verifiers environment package.")] = False
     rollout_env_workers: Annotated[int, F("Concurrent environment workers.", ge=1)] = 1
     rollout_buffer_size: Annotated[int, F("Rollout buffer; 0 = group size.", ge=0)] = 0

@@ -73,8 +73,8 @@ def run(as_json: bool) -> None:
         *textwrap.wrap(
             "Not built yet in this version: the "
             + ", ".join(e.name for e in all_entries() if not e.definition.available)
-            + " backends (explain previews them; a run refuses them). Verifiers multi-turn environments, "
-            "the max, trtllm and mlx engines and some options are not built either; a config that "
+            + " backends (explain previews them; a run refuses them). The max, trtllm and mlx engines "
+            "and some options are not built either; a config that "
             "asks for them is refused by name (`retrain man validation`).", width=100),
     ]
     print("\n".join(lines))

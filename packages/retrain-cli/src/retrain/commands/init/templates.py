@@ -30,6 +30,8 @@ TEMPLATES: dict[str, Template] = {
         Template("experiment", "retrain.toml", "seeded 500-step MaxRL + SEPA run with checkpoints"),
         Template("campaign", "campaign.toml", "two conditions x four seeds"),
         Template("verifiers", "retrain.toml", "a verifiers taskset's prompts and rewards, tiny model on the CPU"),
+        Template("verifiers-multi-turn", "retrain.toml",
+                 "a verifiers taskset's own multi-turn Env, tiny model on the CPU"),
         Template("openenv", "retrain.toml", "multi-turn episodes on an OpenEnv server, tiny model on the CPU"),
     )
 }

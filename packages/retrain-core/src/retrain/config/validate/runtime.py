@@ -125,13 +125,17 @@ def check_runtime(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
         elif env.provider == "openenv" and urlparse(env.id).scheme not in ("http", "https", "ws", "wss"):
             issues.append(ConfigIssue(f"{env.id!r} must be an http(s):// or ws(s):// URL for openenv",
                                       key="[environment] id"))
+        if env.provider != "verifiers" and env.max_episode_tokens:
+            issues.append(ConfigIssue("caps the tokens of a verifiers multi-turn episode; the OpenEnv provider's "
+                                      "limit is args.context_window", key="[environment] max_episode_tokens",
+                                      hint="args = {context_window = N}" if env.provider == "openenv" else "remove it"))
         if env.provider == "verifiers" and env.rollout_buffer_size != 0:
             issues.append(ConfigIssue(f"{NOT_BUILT_TEXT}: a rollout buffer for verifiers environments (episodes "
                                       "in flight are bounded by rollout_env_workers)",
                                       key="[environment] rollout_buffer_size", hint="remove it"))
     else:
         default = type(env)()
-        for key in ("id", "args", "max_turns", "rollout_env_workers", "rollout_buffer_size"):
+        for key in ("id", "args", "max_turns", "max_episode_tokens", "rollout_env_workers", "rollout_buffer_size"):
             if getattr(env, key) != getattr(default, key):
                 issues.append(ConfigIssue("has no effect without [environment] provider", key=f"[environment] {key}",
                                           hint='provider = "verifiers" or "openenv", or remove it'))

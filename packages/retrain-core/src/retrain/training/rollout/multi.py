@@ -23,9 +23,10 @@ import numpy as np
 
 from retrain.types import Completion, Datum, FinishReason
 
-#: Why retrain cut an episode short: the next prompt would not fit the model's context, the
-#: policy hit max_tokens where an action was due, the episode reached [environment] max_turns.
-TRUNCATIONS = ("context_window", "action_token_limit", "max_turns")
+#: Why an episode was cut short: the next prompt would not fit the model's context, the policy
+#: hit max_tokens where an action was due, the episode reached [environment] max_turns, or its
+#: tokens reached [environment] max_episode_tokens.
+TRUNCATIONS = ("context_window", "action_token_limit", "max_turns", "max_episode_tokens")
 
 
 class Turn(msgspec.Struct, kw_only=True):

@@ -18,7 +18,6 @@ import secrets
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,14 +25,13 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
+from retrain.backends import token_generate
+from retrain.backends.serving import ServeError
 from retrain.types import Completion, SamplingParams
 
 #: `(prompts, params) -> one completion per prompt`: the backend's sampler
 Sampler = Callable[[list[list[int]], SamplingParams], list[Completion]]
 
-#: sampling_params keys the endpoint reads; anything else is refused (400), never ignored
-SAMPLING_KEYS = frozenset({"max_tokens", "temperature", "top_p", "top_k", "min_p", "stop_token_ids", "logprobs",
-                           "skip_special_tokens"})
 MODEL = "policy"  # the one model name the endpoint serves
 #: a backend call waits until no request has arrived for GATHER_S (at most GATHER_MAX_S), and
 #: requests arriving while one runs go together into the next: a few ms against a model call
@@ -61,10 +59,6 @@ class Served:
         self.by_key.clear()
         self.calls = self.requests = 0
         self.sample_s = 0.0
-
-
-class BadRequest(ValueError):
-    pass
 
 
 class PolicyEndpoint:
@@ -110,25 +104,6 @@ class PolicyEndpoint:
         self._server = self._thread = None
 
     # sampling --------------------------------------------------------------------------------
-    def _params(self, raw: Any) -> SamplingParams:
-        if not isinstance(raw, dict):
-            raise BadRequest("sampling_params must be an object")
-        unknown = sorted(set(raw) - SAMPLING_KEYS)
-        if unknown:
-            raise BadRequest(f"sampling_params.{unknown[0]} is not supported by retrain's policy endpoint")
-        stops = set(raw.get("stop_token_ids") or [])
-        if not stops <= self.stop_token_ids:
-            raise BadRequest(f"sampling_params.stop_token_ids {sorted(stops - self.stop_token_ids)} are not the "
-                             f"tokenizer's end-of-sequence ids {sorted(self.stop_token_ids)}, where sampling stops")
-        base = self.base or SamplingParams(max_tokens=16)
-        if not isinstance(raw.get("max_tokens", base.max_tokens), int) or raw.get("max_tokens", 1) < 1:
-            raise BadRequest("sampling_params.max_tokens must be a positive integer")
-        return SamplingParams(max_tokens=int(raw.get("max_tokens", base.max_tokens)),
-                              temperature=float(raw.get("temperature", base.temperature)),
-                              top_p=float(raw.get("top_p", base.top_p)), top_k=int(raw.get("top_k", base.top_k) or 0),
-                              min_p=float(raw.get("min_p", base.min_p)), want_entropy=base.want_entropy,
-                              batch_id=base.batch_id)
-
     async def _batcher(self) -> None:
         assert self._queue is not None
         while True:
@@ -161,30 +136,19 @@ class PolicyEndpoint:
                         p.done.set_result(c)
 
     async def generate(self, body: Any) -> dict[str, Any]:
-        if not isinstance(body, dict):
-            raise BadRequest("the body must be a JSON object")
-        if body.get("model", MODEL) != MODEL:
-            raise BadRequest(f"model {body.get('model')!r}: this endpoint serves {MODEL!r}")
-        prompt = body.get("token_ids")
-        if not isinstance(prompt, list) or not prompt or not all(isinstance(t, int) for t in prompt):
-            raise BadRequest("token_ids must be a non-empty list of token ids")
-        extra = sorted(set(body) - {"model", "token_ids", "sampling_params", "cache_salt", "priority"})
-        if extra:
-            raise BadRequest(f"{extra[0]} is not supported by retrain's policy endpoint")
-        params = self._params(body.get("sampling_params") or {})
+        if isinstance(body, dict) and body.get("model", MODEL) != MODEL:
+            raise ServeError(f"model {body.get('model')!r}: this endpoint serves {MODEL!r}", param="model")
+        prompt = token_generate.prompt_of(body)
+        params = token_generate.sampling_of(body.get("sampling_params"), self.base or SamplingParams(max_tokens=16),
+                                            self.stop_token_ids)
         if self._queue is None:
             self._queue = asyncio.Queue()
             asyncio.get_running_loop().create_task(self._batcher())
         done: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
         self.served.requests += 1
-        await self._queue.put(_Pending(list(prompt), params, done))
+        await self._queue.put(_Pending(prompt, params, done))
         c = await done
-        return {"request_id": uuid.uuid4().hex, "prompt_token_ids": list(prompt),
-                "choices": [{"index": 0, "token_ids": list(c.token_ids), "finish_reason": c.finish_reason,
-                             "logprobs": {"content": [{"token": f"token_id:{t}", "logprob": lp}
-                                                      for t, lp in zip(c.token_ids, c.logprobs, strict=True)]}}],
-                "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(c.token_ids),
-                          "total_tokens": len(prompt) + len(c.token_ids)}}
+        return token_generate.answer(prompt, c.token_ids, c.logprobs, c.finish_reason)
 
     def _app(self) -> FastAPI:
         app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
@@ -207,7 +171,7 @@ class PolicyEndpoint:
             return {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "retrain",
                                                 "max_model_len": self.max_model_len or None}]}
 
-        @app.post("/inference/v1/generate")
+        @app.post(token_generate.PATH)
         async def generate(request: Request) -> Any:
             try:
                 body = await request.json()
@@ -215,7 +179,7 @@ class PolicyEndpoint:
                 return error(400, "the request body is not valid JSON")
             try:
                 return await self.generate(body)
-            except BadRequest as e:
-                return error(400, str(e))
+            except ServeError as e:
+                return error(e.status, str(e))
 
         return app

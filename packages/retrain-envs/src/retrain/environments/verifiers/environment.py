@@ -77,7 +77,7 @@ class VerifiersEnvironment:
 
 def create_environment(config: TrainConfig) -> VerifiersEnvironment | VerifiersEpisodes:
     env = config.environment
-    tasks, vf_env = load_tasks(env.id, env.args, env.max_turns)
+    tasks, vf_env = load_tasks(env.id, env.args, env.max_turns, env.max_episode_tokens)
     if vf_env is not None:
         return VerifiersEpisodes(env.id, vf_env, tasks, env.rollout_env_workers)
     return VerifiersEnvironment(env.id, tasks, env.rollout_env_workers)

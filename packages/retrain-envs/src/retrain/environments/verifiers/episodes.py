@@ -15,7 +15,8 @@ from what the endpoint served for exactly that prompt and completion.
 
 The Env judges every reply it gets, one cut by `max_tokens` too, and its reward stands (a
 turn that hit `max_tokens` is counted in `env/length_turns`); `[environment] max_turns` caps
-each seat's turns (verifiers' `max_turns`; such an episode is `truncated/max_turns`). Each
+each seat's turns and `max_episode_tokens` its tokens (verifiers' `max_turns` and
+`max_total_tokens`; such episodes count in `truncated/max_turns`, `/max_episode_tokens`). Each
 episode's stop condition is counted (`env/stop/<condition>`). An episode verifiers reports as
 failed is dropped; a group trains while at least two of its episodes remain.
 """
@@ -43,6 +44,8 @@ from retrain.training.rollout.multi import Episode, Segment, Turn, episode_metri
 from retrain.training.rollouts import Group, StepRollouts
 from retrain.types import Completion, Example, SamplingParams
 
+#: verifiers' stop conditions that are retrain's limits ([environment] max_turns, max_episode_tokens)
+TRUNCATED = {"max_turns": "max_turns", "max_total_tokens": "max_episode_tokens"}
 KEY_VAR = "RETRAIN_POLICY_ENDPOINT_KEY"  # the env variable verifiers' client reads the endpoint's key from
 
 
@@ -118,8 +121,7 @@ def played(group: int, vep: Any, served: Served) -> Played:
         out.failure = "the episode's trace holds no sampled tokens"
         return out
     text = "\n".join(f"[{m.role}] {getattr(m, 'content', '') or ''}" for m in trace.messages)
-    out.episode = Episode(segments=segs, truncated="max_turns" if trace.stop_condition == "max_turns" else "",
-                          text=text)
+    out.episode = Episode(segments=segs, truncated=TRUNCATED.get(str(trace.stop_condition), ""), text=text)
     out.reward = float(trace.reward or 0.0)
     out.stop = str(trace.stop_condition or "")
     out.length_turns = sum(t.finish_reason == "length" for t in out.episode.turns)

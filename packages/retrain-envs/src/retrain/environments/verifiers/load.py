@@ -3,7 +3,8 @@ Env of its own is single-turn: retrain samples and scores offline, so every rewa
 must be a pure function of the trace (no runtime, no judge). A taskset whose package exports a
 `vf.Env` is multi-turn: the Env is built here (retrain.environments.verifiers.episodes plays it),
 each seat that would run on Prime's remote sandboxes (verifiers' default) running locally in a
-subprocess instead, and `[environment] max_turns` (when > 0) capping every seat's turns.
+subprocess instead, `[environment] max_turns` (when > 0) capping every seat's turns and
+`max_episode_tokens` (when > 0) its tokens (verifiers' `max_total_tokens`).
 
 A taskset's id is its package's import name with `-` for `_` (verifiers resolves
 `verifiers.v1.tasksets.<module>` first, then the top-level module); `[environment] args` are
@@ -35,7 +36,8 @@ def _needs_runtime(fn: Callable[..., Any]) -> bool:
     return param is not None and param.default is inspect.Parameter.empty
 
 
-def load_tasks(taskset_id: str, args: Mapping[str, Any], max_turns: int = -1) -> tuple[list[Any], Any | None]:
+def load_tasks(taskset_id: str, args: Mapping[str, Any], max_turns: int = -1,
+               max_episode_tokens: int = 0) -> tuple[list[Any], Any | None]:
     """The taskset's tasks, in load order (each stamped with its `idx`), and its multi-turn
     `vf.Env` (None: single-turn)."""
     vf = _vf()
@@ -55,7 +57,7 @@ def load_tasks(taskset_id: str, args: Mapping[str, Any], max_turns: int = -1) ->
                         hint=f"its fields: {fields or '(none)'}") from None
     env = None
     if loaders.environment_class(taskset_id) is not loaders.SingleAgentEnv:
-        env = build_env(vf, taskset_id, args, max_turns)
+        env = build_env(vf, taskset_id, args, max_turns, max_episode_tokens)
     taskset = env.taskset if env is not None else vf.load_taskset(config)
     if not taskset.bounded:
         raise UserError(f"[environment] id {taskset_id!r} yields tasks forever; retrain needs a bounded taskset",
@@ -64,14 +66,15 @@ def load_tasks(taskset_id: str, args: Mapping[str, Any], max_turns: int = -1) ->
     if not tasks:
         raise UserError(f"[environment] id {taskset_id!r}: the taskset yields no tasks")
     if env is None:
-        if max_turns != -1:
-            raise UserError(f"[environment] max_turns = {max_turns}: taskset {taskset_id!r} is single-turn (its "
-                            "package exports no verifiers Env), so there are no turns to cap", hint="remove it")
+        for key, value, unset in (("max_turns", max_turns, -1), ("max_episode_tokens", max_episode_tokens, 0)):
+            if value != unset:
+                raise UserError(f"[environment] {key} = {value}: taskset {taskset_id!r} is single-turn (its package "
+                                "exports no verifiers Env), so there is no episode to cap", hint="remove it")
         check_offline_scoring(taskset_id, tasks[0])
     return tasks, env
 
 
-def build_env(vf: Any, taskset_id: str, args: Mapping[str, Any], max_turns: int) -> Any:
+def build_env(vf: Any, taskset_id: str, args: Mapping[str, Any], max_turns: int, max_episode_tokens: int) -> Any:
     from verifiers.v1.configs.agent import agent_config_fields
 
     taskset = {"id": taskset_id, **dict(args)}
@@ -82,6 +85,8 @@ def build_env(vf: Any, taskset_id: str, args: Mapping[str, Any], max_turns: int)
             seat["runtime"] = {"type": "subprocess"}
         if max_turns > 0:
             seat["max_turns"] = max_turns
+        if max_episode_tokens > 0:
+            seat["max_total_tokens"] = max_episode_tokens
         if seat:
             seats[name] = seat
     try:
