@@ -11,7 +11,6 @@ adapter path is accepted only under the adapter root.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import time
 import uuid
@@ -24,7 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 from retrain.backends import token_generate
-from retrain.backends.serving import ServeError, ServeRequest
+from retrain.backends.serving import UNAUTHORIZED, ServeError, ServeRequest, authorized
 from retrain.serve.schema import (
     ChatRequest,
     CompletionRequest,
@@ -77,11 +76,8 @@ def create_app(engine: Any, *, api_key: str = "", adapter_root: Path | None = No
 
     @app.middleware("http")
     async def _auth(request: Request, call_next: Any) -> Response:
-        if key and request.url.path not in OPEN_PATHS:
-            given = request.headers.get("authorization", "")
-            token = given[7:].encode() if given.lower().startswith("bearer ") else b""
-            if not hmac.compare_digest(token, key):
-                return error(401, "a valid API key is required (Authorization: Bearer <key>)")
+        if key and request.url.path not in OPEN_PATHS and not authorized(request.headers.get("authorization", ""), key):
+            return error(401, UNAUTHORIZED)
         response: Response = await call_next(request)
         return response
 

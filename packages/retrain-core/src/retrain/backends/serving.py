@@ -7,6 +7,7 @@ holds, and how the model side refuses a request. A backend offers an engine thro
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -45,3 +46,12 @@ class ServedRow:
     finish_reason: str
     text: str
     top: list[list[tuple[int, float]]] | None = None
+
+
+UNAUTHORIZED = "a valid API key is required (Authorization: Bearer <key>)"
+
+
+def authorized(authorization: str, key: bytes) -> bool:
+    """Whether an `Authorization` header carries `Bearer <key>`, compared in constant time."""
+    token = authorization[7:].encode() if authorization.lower().startswith("bearer ") else b""
+    return hmac.compare_digest(token, key)

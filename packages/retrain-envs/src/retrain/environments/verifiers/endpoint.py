@@ -13,7 +13,6 @@ turn's logprobs, finish reason and entropies from what was served, not from the 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import secrets
 import socket
 import threading
@@ -26,7 +25,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from retrain.backends import token_generate
-from retrain.backends.serving import ServeError
+from retrain.backends.serving import UNAUTHORIZED, ServeError, authorized
 from retrain.types import Completion, SamplingParams
 
 #: `(prompts, params) -> one completion per prompt`: the backend's sampler
@@ -159,10 +158,8 @@ class PolicyEndpoint:
 
         @app.middleware("http")
         async def _auth(request: Request, call_next: Any) -> Response:
-            given = request.headers.get("authorization", "")
-            token = given[7:].encode() if given.lower().startswith("bearer ") else b""
-            if not hmac.compare_digest(token, key):
-                return error(401, "a valid API key is required (Authorization: Bearer <key>)")
+            if not authorized(request.headers.get("authorization", ""), key):
+                return error(401, UNAUTHORIZED)
             response: Response = await call_next(request)
             return response
 

@@ -21,7 +21,8 @@ from retrain.environments.chat import chat_tokenizer, prompt_ids
 from retrain.environments.concurrency import EnvClock
 from retrain.environments.verifiers.episodes import VerifiersEpisodes
 from retrain.environments.verifiers.load import load_tasks
-from retrain.environments.verifiers.score import messages, score
+from retrain.environments.verifiers.prompt import example, messages
+from retrain.environments.verifiers.score import score
 from retrain.training.rollouts import Group, StepRollouts, sample_texts
 from retrain.types import Example, SamplingParams
 
@@ -31,14 +32,7 @@ class VerifiersEnvironment:
         self.taskset_id = taskset_id
         self.tasks = list(tasks)
         self.workers = workers
-        self._examples = [self._example(i, t) for i, t in enumerate(self.tasks)]
-
-    def _example(self, i: int, task: Any) -> Example:
-        msgs = messages(task)
-        prompt = next((m["content"] for m in reversed(msgs) if m["role"] == "user"), "")
-        answer = getattr(task.data, "answer", "")
-        return Example(prompt=prompt, reference="" if answer is None else str(answer), task=self.taskset_id,
-                       info={"task_index": i}, example_id=task.data.idx if task.data.idx is not None else i)
+        self._examples = [example(taskset_id, i, t) for i, t in enumerate(self.tasks)]
 
     def examples(self) -> Sequence[Example]:
         return self._examples

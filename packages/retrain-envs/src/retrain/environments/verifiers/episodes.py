@@ -38,7 +38,7 @@ from retrain.backends.protocol import Tokenizer, TrainBackend
 from retrain.environments.chat import chat_tokenizer, prompt_ids
 from retrain.environments.concurrency import EnvClock, bounded
 from retrain.environments.verifiers.endpoint import MODEL, PolicyEndpoint, Served
-from retrain.environments.verifiers.score import messages
+from retrain.environments.verifiers.prompt import example, messages
 from retrain.errors import UserError
 from retrain.training.rollout.multi import Episode, Segment, Turn, episode_metrics
 from retrain.training.rollouts import Group, StepRollouts
@@ -136,16 +136,9 @@ class VerifiersEpisodes:
         self.env = env
         self.tasks = list(tasks)
         self.workers = workers
-        self._examples = [self._example(i, t) for i, t in enumerate(self.tasks)]
+        self._examples = [example(taskset_id, i, t) for i, t in enumerate(self.tasks)]
         self.endpoint: PolicyEndpoint | None = None
         self._tokenizer_dir = ""
-
-    def _example(self, i: int, task: Any) -> Example:
-        msgs = messages(task)
-        prompt = next((m["content"] for m in reversed(msgs) if m["role"] == "user"), "")
-        answer = getattr(task.data, "answer", "")
-        return Example(prompt=prompt, reference="" if answer is None else str(answer), task=self.taskset_id,
-                       info={"task_index": i}, example_id=task.data.idx if task.data.idx is not None else i)
 
     def examples(self) -> Sequence[Example]:
         return self._examples

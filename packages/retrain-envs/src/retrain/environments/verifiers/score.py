@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from retrain.environments.concurrency import EnvClock, bounded
+from retrain.environments.verifiers.prompt import messages
 
 
 @dataclass
@@ -24,29 +25,6 @@ class Scores:
         """Each reward's and metric's mean over the step's completions."""
         names = sorted({k for p in self.parts for k in p})
         return {k: float(np.mean([p[k] for p in self.parts if k in p])) for k in names}
-
-
-def messages(task: Any) -> list[dict[str, str]]:
-    """The task's prompt as chat messages: its system prompt, then its prompt (a string is one
-    user message; a message list is taken as it is)."""
-    data = task.data
-    out: list[dict[str, str]] = []
-    if data.system_prompt:
-        out.append({"role": "system", "content": str(data.system_prompt)})
-    prompt = data.prompt
-    if isinstance(prompt, str):
-        out.append({"role": "user", "content": prompt})
-    elif prompt:
-        for m in prompt:
-            d = m if isinstance(m, dict) else m.model_dump()
-            out.append({"role": str(d["role"]), "content": _text(d.get("content"))})
-    return out
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str) or content is None:
-        return content or ""
-    return "".join(str(p.get("text", "")) if isinstance(p, dict) else str(getattr(p, "text", "")) for p in content)
 
 
 def trace(task: Any, completion: str) -> Any:
