@@ -14,8 +14,9 @@ from retrain.io.atomic import write_text_atomic
 def run(template: str, list_: bool, output: str | None, force: bool, interactive: bool = False) -> None:
     if list_:
         print("Available templates:")
+        width = max(len(name) for name in TEMPLATES)
         for t in TEMPLATES.values():
-            print(f"  {t.name:<11} -> {t.filename:<13} {t.summary}")
+            print(f"  {t.name:<{width}} -> {t.filename:<13} {t.summary}")
         return
     chosen = TEMPLATES.get(template)
     if chosen is None:
