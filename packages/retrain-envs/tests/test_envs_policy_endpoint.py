@@ -101,11 +101,45 @@ def test_a_token_stream_splits_into_turns_with_the_served_logprobs() -> None:
     served = Served()
     served.by_key[((1, 2), (3, EOS))] = Completion(token_ids=[3, EOS], logprobs=[-0.25, -0.125], entropies=[1.0, 0.5])
     served.by_key[((1, 2, 3, EOS, 4, 5), (6,))] = Completion(token_ids=[6], logprobs=[-2.0], finish_reason="length")
-    seg, finishes, unmatched = segments(tokens, mask, [0.0] * len(tokens), served)
+    seg, unmatched = segments(tokens, mask, [0.0] * len(tokens), served)
     assert seg.prompt_ids == [1, 2] and seg.tail == [7] and unmatched == 0
     assert [(t.observation, t.token_ids, t.logprobs) for t in seg.turns] == [([], [3, EOS], [-0.25, -0.125]),
                                                                             ([4, 5], [6], [-2.0])]
-    assert finishes == ["stop", "length"] and seg.turns[0].entropies == [1.0, 0.5]
+    assert [t.finish_reason for t in seg.turns] == ["stop", "length"] and seg.turns[0].entropies == [1.0, 0.5]
     # a turn the endpoint did not serve keeps the trace's logprobs and is counted
-    seg, _, unmatched = segments(tokens, mask, [0.0, 0.0, -1.0, -1.0, 0.0, 0.0, -3.0, 0.0], Served())
+    seg, unmatched = segments(tokens, mask, [0.0, 0.0, -1.0, -1.0, 0.0, 0.0, -3.0, 0.0], Served())
     assert unmatched == 2 and seg.turns[1].logprobs == [-3.0]
+
+
+def test_branches_sharing_a_prefix_train_each_sampled_node_once() -> None:
+    """Two root-to-leaf paths of one trace (verifiers starts a new one where it could not extend
+    the previous prompt) share their first reply: it trains in the first segment only, and is
+    prompt in the second."""
+    import verifiers.v1 as vf
+    from verifiers.v1.episode import Episode as VfEpisode
+    from verifiers.v1.graph import MessageNode
+    from verifiers.v1.trace import AgentInfo, TraceTask
+
+    from retrain.environments.verifiers.episodes import played
+
+    def node(parent: int | None, ids: list[int], sampled: bool) -> MessageNode:
+        message = vf.AssistantMessage(content="a") if sampled else vf.UserMessage(content="u")
+        return MessageNode(parent=parent, message=message, sampled=sampled, token_ids=ids, mask=[sampled] * len(ids),
+                           logprobs=[-1.0] * len(ids) if sampled else [])
+
+    nodes = [node(None, [1, 2], False), node(0, [3, 4], True), node(1, [5], False), node(2, [6], True),
+             node(1, [7, 8], False), node(4, [9], True)]
+    task = TraceTask(type="T", data=vf.TaskData(prompt=None))
+    trace = vf.Trace(task=task, agent=AgentInfo(config=vf.AgentConfig()), nodes=nodes, ok=True,
+                     stop_condition="max_turns")
+    trace.record_reward("hit", 0.5)
+    served = Served()
+    served.by_key[((1, 2), (3, 4))] = Completion(token_ids=[3, 4], logprobs=[-0.1, -0.2])
+    out = played(0, VfEpisode(task=task, traces=[trace], ok=True), served)
+    assert out.episode is not None and out.reward == 0.5 and out.episode.truncated == "max_turns"
+    first, second = out.episode.segments
+    assert [(t.observation, t.token_ids) for t in first.turns] == [([], [3, 4]), ([5], [6])]
+    assert first.turns[0].logprobs == [-0.1, -0.2]  # what the endpoint served, not the trace's
+    assert second.prompt_ids == [1, 2, 3, 4, 7, 8] and [t.token_ids for t in second.turns] == [[9]]
+    assert len(out.episode.turns) == 3 and out.unmatched_turns == 2
+    assert out.parts == {"env/reward/hit": 0.5}

@@ -64,13 +64,12 @@ class Played:
 
 
 def segments(branch_tokens: Sequence[int], mask: Sequence[bool], logprobs: Sequence[float],
-             served: Served) -> tuple[Segment, list[str], int]:
-    """One branch as a segment, each turn's finish reason, and how many turns the endpoint did
-    not serve (their logprobs come from the trace, finish reason "stop")."""
+             served: Served) -> tuple[Segment, int]:
+    """One branch as a segment, and how many of its turns the endpoint did not serve (their
+    logprobs come from the trace, their finish reason is taken as "stop")."""
     tokens = list(branch_tokens)
     first = next((i for i, m in enumerate(mask) if m), len(tokens))
     seg = Segment(prompt_ids=tokens[:first])
-    finishes: list[str] = []
     unmatched = 0
     i, prev_end = first, first
     while i < len(tokens):
@@ -86,10 +85,9 @@ def segments(branch_tokens: Sequence[int], mask: Sequence[bool], logprobs: Seque
             comp = Completion(token_ids=tokens[i:end], logprobs=[float(x) for x in logprobs[i:end]])
         seg.turns.append(Turn(token_ids=tokens[i:end], logprobs=list(comp.logprobs), observation=tokens[prev_end:i],
                               entropies=comp.entropies, finish_reason=comp.finish_reason))
-        finishes.append(comp.finish_reason)
         prev_end = i = end
     seg.tail = tokens[prev_end:] if seg.turns else []
-    return seg, finishes, unmatched
+    return seg, unmatched
 
 
 def played(group: int, vep: Any, served: Served) -> Played:
@@ -113,7 +111,7 @@ def played(group: int, vep: Any, served: Served) -> Played:
             continue
         mask = [bool(m) and id(node) not in seen for node in branch.nodes for m in node.mask]
         seen.update(id(node) for node in branch.nodes)
-        seg, _, unmatched = segments(branch.token_ids, mask, branch.logprobs, served)
+        seg, unmatched = segments(branch.token_ids, mask, branch.logprobs, served)
         out.unmatched_turns += unmatched
         if seg.turns:
             segs.append(seg)
