@@ -167,8 +167,9 @@ def test_sigkill_mid_campaign_then_resume(campaign: dict[str, Any], tmp_path: Pa
     camp = tmp_path / "camp"
     entries = {r["run_name"]: r for r in manifest(camp)["runs"]}
     assert entries[RUNS[-1]]["status"] == "running"
-    done = [n for n in RUNS if json.loads((camp / "runs" / n / "trainer_state.json").read_text())
-            .get("checkpoint_name") == "final"]
+    # the other worker's run may be killed before it wrote any state (the machine's load decides)
+    states = {n: camp / "runs" / n / "trainer_state.json" for n in RUNS}
+    done = [n for n, p in states.items() if p.exists() and json.loads(p.read_text()).get("checkpoint_name") == "final"]
     assert {"grpo+none_s1", "grpo+none_s2"} <= set(done) and RUNS[-1] not in done
     untouched = {p: p.stat().st_mtime_ns for n in done for base in (camp / "runs", camp / "adapters")
                  for p in (base / n).rglob("*")}
