@@ -22,6 +22,7 @@ pytest.importorskip("retrain.cli", reason="needs retrain-cli (the workspace suit
 pytest.importorskip("retrain.backends.local", reason="needs retrain-backends-local")
 
 from retrain.io.log import read_jsonl
+from retrain_fixture_guess.taskset import BREVITY_WEIGHT
 from retrain.training.telemetry import WALL_CLOCK_FIELDS
 
 pytestmark = pytest.mark.slow
@@ -195,7 +196,9 @@ def test_verifiers_multi_turn_trains_through_the_envs_own_run(tmp_path: Path) ->
         assert float(r["env/turns_mean"]) >= 1.0 and float(r["env/turns_total"]) >= 6.0
         assert float(r["env/observation_tokens"]) > 0
         assert 1.0 <= float(r["env/metric/turns"]) <= 3.0  # the task's own @vf.metric
-        assert "env/reward/hit" in r and abs(float(r["mean_reward"]) - float(r["env/reward/hit"])) < 1e-9
+        # the trace's reward is verifiers' weighted sum of what the Env recorded
+        shaped = float(r["env/reward/hit"]) + BREVITY_WEIGHT * float(r["env/reward/brevity"])
+        assert abs(float(r["mean_reward"]) - shaped) < 1e-9
         assert r["env/unmatched_turns"] == 0.0, "a turn's tokens differ from what the endpoint served"
         assert r["env/policy_requests"] == r["env/turns_total"]
         assert 0.0 < float(r["env/time_share"]) <= 1.0
