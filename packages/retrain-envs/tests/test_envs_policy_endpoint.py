@@ -7,6 +7,7 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -94,6 +95,38 @@ def test_requests_in_flight_together_share_a_backend_call(endpoint) -> None:
     assert ep.served.requests == 8 and ep.served.calls == len(sampler.calls)
 
 
+def test_a_completion_stops_where_the_models_context_ends(endpoint) -> None:
+    ep, sampler = endpoint  # max_model_len = 512
+    r = _post(ep, {"token_ids": [5] * 511, "sampling_params": {"max_tokens": 4}})
+    assert r.status_code == 200, r.text
+    choice = r.json()["choices"][0]
+    assert choice["token_ids"] == [6] and choice["finish_reason"] == "length"  # clamped to the one token left
+    r = _post(ep, {"token_ids": [5] * 512, "sampling_params": {"max_tokens": 4}})
+    assert r.status_code == 400 and "context of 512 tokens" in r.text
+    assert sampler.calls == [1]
+
+
+def test_a_sampler_that_raises_fails_its_requests_and_is_kept_for_the_run() -> None:
+    calls: list[int] = []
+
+    def broken(prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        calls.append(len(prompts))
+        raise RuntimeError("CUDA out of memory")
+
+    ep = PolicyEndpoint(broken, stop_token_ids=[EOS])
+    ep.start()
+    try:
+        first = _post(ep, {"token_ids": [1], "sampling_params": {"max_tokens": 2}})
+        later = _post(ep, {"token_ids": [1], "sampling_params": {"max_tokens": 2}})
+    finally:
+        ep.stop()
+    assert first.status_code == later.status_code == 500 and "RuntimeError" in first.text
+    assert calls == [1], "a request after the failure reached the sampler"
+    assert isinstance(ep.served.error, RuntimeError) and "out of memory" in str(ep.served.error)
+    ep.served.clear()
+    assert ep.served.error is None
+
+
 def test_a_token_stream_splits_into_turns_with_the_served_logprobs() -> None:
     # prompt [1, 2], turn 1 sampled [3, EOS], observation [4, 5], turn 2 sampled [6] (cut), tail [7]
     tokens = [1, 2, 3, EOS, 4, 5, 6, 7]
@@ -143,3 +176,33 @@ def test_branches_sharing_a_prefix_train_each_sampled_node_once() -> None:
     assert second.prompt_ids == [1, 2, 3, 4, 7, 8] and [t.token_ids for t in second.turns] == [[9]]
     assert len(out.episode.turns) == 3 and out.unmatched_turns == 2
     assert out.parts == {"env/reward/hit": 0.5}
+
+
+@pytest.mark.slow
+def test_a_broken_sampler_stops_the_step_with_its_own_error() -> None:
+    """The guess fixture's Env plays through its harness against a sampler that raises: the
+    step raises the sampler's exception, not "every group lost its episodes"."""
+    tiny = pytest.importorskip("retrain.models.tiny", reason="the tiny tokenizer ships with retrain-backends-local")
+    from transformers import AutoTokenizer
+
+    from retrain.environments.verifiers.episodes import VerifiersEpisodes
+    from retrain.environments.verifiers.load import load_tasks
+
+    hf = AutoTokenizer.from_pretrained(str(tiny.ASSETS))
+
+    class BrokenBackend:
+        tokenizer = SimpleNamespace(hf=hf, eos_token_ids=(hf.eos_token_id,))
+        max_context = 256
+
+        def sample(self, prompts: list[list[int]], n: int, params: SamplingParams) -> list[list[Completion]]:
+            raise RuntimeError("CUDA out of memory (test)")
+
+    tasks, env = load_tasks("retrain-fixture-guess", {"num_tasks": 2}, max_turns=2)
+    episodes = VerifiersEpisodes("retrain-fixture-guess", env, tasks, workers=2)
+    try:
+        with pytest.raises(RuntimeError, match="CUDA out of memory"):
+            episodes.collect(BrokenBackend(), [(episodes.examples()[0], [1])], group_size=2,  # type: ignore[arg-type]
+                             sampling=SamplingParams(max_tokens=3))
+        assert episodes.endpoint is not None and episodes.endpoint.max_model_len == 256
+    finally:
+        episodes.close()

@@ -21,8 +21,9 @@ from servers import game_server
 pytest.importorskip("retrain.cli", reason="needs retrain-cli (the workspace suite runs these)")
 pytest.importorskip("retrain.backends.local", reason="needs retrain-backends-local")
 
-from retrain.io.log import read_jsonl
 from retrain_fixture_guess.taskset import BREVITY_WEIGHT
+
+from retrain.io.log import read_jsonl
 from retrain.training.telemetry import WALL_CLOCK_FIELDS
 
 pytestmark = pytest.mark.slow

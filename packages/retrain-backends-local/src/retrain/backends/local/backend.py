@@ -79,6 +79,7 @@ class LocalBackend:
         model, tokenizer = self._load_base(config, spec)
         self.tokenizer = HFTokenizer(tokenizer)
         self.model_name = config.model.model
+        self.max_context = int(getattr(model.config, "max_position_embeddings", 0) or 0)  # 0: not stated
         self.base_from_seed = is_tiny(config.model.model)
         self.lora = not bool(opts.get("train_full_model", False))
         merged = str(opts.get("sample_merged_lora", "auto"))

@@ -8,6 +8,12 @@ extending the previous turn's tokens, so every prompt this endpoint sees is exac
 tokens the policy conditioned on. Requests that arrive together are sampled in one backend
 call; each answer is remembered (prompt, completion) -> `Completion` so the trainer reads the
 turn's logprobs, finish reason and entropies from what was served, not from the trace.
+
+With `max_model_len` set (the model's context), `/v1/models` reports it, so the client refuses
+an overlong prompt before sending it, and a completion is cut where the context ends (vLLM's
+rule: `max_tokens` is clamped to the room left). A sampler that raises fails every request in
+flight and every later one with 500, and keeps its exception in `Served.error` for the run to
+raise: a broken model is the run's error, not a string of dropped episodes.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
@@ -38,6 +45,10 @@ GATHER_S = 0.01
 GATHER_MAX_S = 0.05
 
 
+class SamplerFailed(RuntimeError):
+    """The backend's sampler raised; `Served.error` holds what it raised."""
+
+
 @dataclass
 class _Pending:
     prompt: list[int]
@@ -53,11 +64,13 @@ class Served:
     calls: int = 0  # backend calls
     requests: int = 0
     sample_s: float = 0.0
+    error: BaseException | None = None  # the sampler's first exception
 
     def clear(self) -> None:
         self.by_key.clear()
         self.calls = self.requests = 0
         self.sample_s = 0.0
+        self.error = None
 
 
 class PolicyEndpoint:
@@ -122,10 +135,11 @@ class PolicyEndpoint:
                 t0 = time.perf_counter()
                 try:
                     comps = await asyncio.to_thread(self.sampler, [p.prompt for p in items], params)
-                except Exception as e:  # every waiting request fails with the sampler's error
+                except Exception as e:  # every waiting request fails; the run raises what the sampler did
+                    self.served.error = self.served.error or e
                     for p in items:
                         if not p.done.done():
-                            p.done.set_exception(e)
+                            p.done.set_exception(SamplerFailed(type(e).__name__))
                     continue
                 self.served.sample_s += time.perf_counter() - t0
                 self.served.calls += 1
@@ -140,6 +154,15 @@ class PolicyEndpoint:
         prompt = token_generate.prompt_of(body)
         params = token_generate.sampling_of(body.get("sampling_params"), self.base or SamplingParams(max_tokens=16),
                                             self.stop_token_ids)
+        if self.max_model_len:
+            room = self.max_model_len - len(prompt)
+            if room < 1:
+                raise ServeError(f"the prompt ({len(prompt)} tokens) fills the model's context of "
+                                 f"{self.max_model_len} tokens", param="token_ids")
+            if params.max_tokens > room:
+                params = msgspec.structs.replace(params, max_tokens=room)
+        if self.served.error is not None:
+            raise SamplerFailed(type(self.served.error).__name__)
         if self._queue is None:
             self._queue = asyncio.Queue()
             asyncio.get_running_loop().create_task(self._batcher())
@@ -178,5 +201,7 @@ class PolicyEndpoint:
                 return await self.generate(body)
             except ServeError as e:
                 return error(e.status, str(e))
+            except SamplerFailed as e:
+                return error(500, f"the policy's sampler failed ({e}); the run stops with its error")
 
         return app

@@ -160,7 +160,8 @@ class VerifiersEpisodes:
         def sample(prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
             return [group[0] for group in backend.sample(prompts, 1, params)]
 
-        self.endpoint = PolicyEndpoint(sample, stop_token_ids=list(getattr(tok, "eos_token_ids", [])))
+        self.endpoint = PolicyEndpoint(sample, stop_token_ids=list(getattr(tok, "eos_token_ids", [])),
+                                       max_model_len=int(getattr(backend, "max_context", 0) or 0))
         self.endpoint.start()
         os.environ[KEY_VAR] = self.endpoint.api_key
 
@@ -189,6 +190,8 @@ class VerifiersEpisodes:
                 for _ in range(group_size)]
         clock = EnvClock()
         veps = asyncio.run(self._play(jobs, self._context(sampling), clock))
+        if served.error is not None:
+            raise served.error
         plays = [played(g, vep, served) for (g, _), vep in zip(jobs, veps, strict=True)]
         groups, dropped_groups = self._groups(batch, plays, group_size)
         kept = [p for p in plays if p.episode is not None]
