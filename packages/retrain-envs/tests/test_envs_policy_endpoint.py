@@ -206,3 +206,43 @@ def test_a_broken_sampler_stops_the_step_with_its_own_error() -> None:
         assert episodes.endpoint is not None and episodes.endpoint.max_model_len == 256
     finally:
         episodes.close()
+
+
+@pytest.mark.slow
+def test_a_failed_episode_is_dropped_and_its_group_trains_on_the_rest() -> None:
+    """The guess Env's first episode raises: verifiers reports it failed, retrain drops it
+    (counted) and the group trains on the two that finished; each kept episode's turns are
+    what the sampler returned, the Env's "higher"/"lower" between them as observations."""
+    tiny = pytest.importorskip("retrain.models.tiny", reason="the tiny tokenizer ships with retrain-backends-local")
+    from transformers import AutoTokenizer
+
+    from retrain.environments.verifiers.episodes import VerifiersEpisodes
+    from retrain.environments.verifiers.load import load_tasks
+
+    hf = AutoTokenizer.from_pretrained(str(tiny.ASSETS))
+    eos = hf.eos_token_id
+    digit = hf.encode("0", add_special_tokens=False)  # never the target (1..9): every episode plays all turns
+
+    class Backend:
+        tokenizer = SimpleNamespace(hf=hf, eos_token_ids=(eos,))
+
+        def sample(self, prompts: list[list[int]], n: int, params: SamplingParams) -> list[list[Completion]]:
+            ids = [*digit, eos]
+            return [[Completion(token_ids=ids, logprobs=[-0.5] * len(ids))] for _ in prompts]
+
+    tasks, env = load_tasks("retrain-fixture-guess", {"num_tasks": 2, "fail_first": 1}, max_turns=3)
+    episodes = VerifiersEpisodes("retrain-fixture-guess", env, tasks, workers=3)
+    try:
+        out = episodes.collect(Backend(), [(episodes.examples()[0], [1])], group_size=3,  # type: ignore[arg-type]
+                               sampling=SamplingParams(max_tokens=4))
+    finally:
+        episodes.close()
+    (group,) = out.groups
+    assert out.env_metrics["env/dropped_episodes"] == 1.0 and out.env_metrics["env/dropped_groups"] == 0.0
+    assert group.episodes is not None and len(group.episodes) == 2
+    for ep in group.episodes:
+        turns = ep.turns
+        assert len(turns) == 3 and all(t.token_ids == [*digit, eos] for t in turns)
+        assert all(t.logprobs == [-0.5] * (len(digit) + 1) for t in turns)
+        assert "higher" in hf.decode(turns[1].observation)  # the target is above 0
+    assert out.env_metrics["env/unmatched_turns"] == 0.0 and out.env_metrics["env/policy_requests"] == 6.0
