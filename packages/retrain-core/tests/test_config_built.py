@@ -77,10 +77,42 @@ LISTED_IN_THE_ISSUE = {
     "[reward] type": "[reward]\ntype = 'judge'\n",
     "[backend.options] liger_kernel": "[backend.options]\nliger_kernel = false\n",
     "[backend.options] sample_kv_quantization": "[backend.options]\nsample_kv_quantization = 'oscar'\n",
-    "[backend.options] train_save_on_cpu": "[backend.options]\ntrain_save_on_cpu = true\n",
+    "[backend.options] lora_fast_linear": "[backend.options]\nlora_fast_linear = true\n",
     "[backend.options] train_unsloth_fused_ce": "[backend.options]\ntrain_unsloth_fused_ce = 'auto'\n",
-    "[backend.options] strict_deterministic": "[backend.options]\nstrict_deterministic = true\n",
+    "[backend.options] cudnn_causal_conv1d_shim": "[backend.options]\ncudnn_causal_conv1d_shim = true\n",
 }
+
+
+MEMORY_AND_DETERMINISM = """\
+[training]
+seed = 3
+[backend]
+devices = "gpu:0"
+[backend.options]
+strict_deterministic = true
+lora_freeze_a = true
+train_sft_microbatch_token_budget = 512
+train_save_on_cpu = true
+train_save_on_cpu_pin_memory = false
+train_save_on_cpu_min_numel = 4096
+cuda_empty_cache = false
+cuda_expandable_segments = "yes"
+gradient_checkpointing_use_reentrant = "true"
+gradient_checkpointing_skip_last_n = 2
+"""
+
+
+def test_memory_and_determinism_options_are_live_on_local(tmp_path: Path) -> None:
+    p = tmp_path / "ok.toml"
+    p.write_text(MEMORY_AND_DETERMINISM)
+    options = load_config(p).config.backend.options
+    assert options["strict_deterministic"] is True and options["train_save_on_cpu_min_numel"] == 4096
+    assert options["cuda_expandable_segments"] == "yes" and options["gradient_checkpointing_skip_last_n"] == 2
+    errs = errors_of(tmp_path, '[backend.options]\ncuda_expandable_segments = "sometimes"\n')
+    assert len(errs) == 1 and "cuda_expandable_segments" in errs[0] and "off, auto or on" in errs[0], errs
+    # unsloth's training path has its own memory policy: still refused there
+    errs = errors_of(tmp_path, "[backend]\nbackend = 'unsloth'\n[backend.options]\ntrain_save_on_cpu = true\n")
+    assert len(errs) == 1 and "train_save_on_cpu" in errs[0] and NOT_BUILT_TEXT in errs[0], errs
 
 
 TINKER_ONLY = {
@@ -165,6 +197,10 @@ def test_gpu_only_option_on_the_cpu_is_a_warning_naming_it(tmp_path: Path) -> No
     assert any("[backend.options] gradient_checkpointing" in w and "CPU" in w for w in warnings), warnings
     p.write_text("[backend]\ndevices = 'gpu:0'\n[backend.options]\ngradient_checkpointing = false\n")
     assert not any("gradient_checkpointing" in w.render() for w in load_config(p).warnings)
+    p.write_text("[backend]\ndevices = 'cpu'\n[backend.options]\ntrain_save_on_cpu = true\ncuda_empty_cache = false\n")
+    warnings = [w.render() for w in load_config(p).warnings]
+    assert any("train_save_on_cpu" in w and "CPU memory already" in w for w in warnings), warnings
+    assert any("cuda_empty_cache" in w and "no CUDA cache" in w for w in warnings), warnings
 
 
 def test_duplicate_key_is_named_with_both_lines(tmp_path: Path) -> None:

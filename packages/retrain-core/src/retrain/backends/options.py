@@ -55,13 +55,38 @@ def _s(default: str, choices: tuple[str, ...] | None = None, description: str = 
     return OptionSpec(str, default, choices=choices, description=description)
 
 
+_OFF = frozenset({"off", "0", "false", "no", "none", "disabled"})
+_ON = frozenset({"on", "1", "true", "yes", "enabled"})
+
+
+def expandable_mode(raw: object) -> str:
+    """`cuda_expandable_segments` as `off`, `auto` or `on` (its aliases: 0/false/no/none/disabled,
+    1/true/yes/enabled); ValueError for anything else."""
+    text = str(raw).strip().lower()
+    if text in _OFF:
+        return "off"
+    if text in _ON:
+        return "on"
+    if text == "auto":
+        return "auto"
+    raise ValueError("must be off, auto or on (or 0/1, false/true, no/yes)")
+
+
+def _expandable(v: Any) -> str | None:
+    try:
+        expandable_mode(v)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
 _TRAIN_SHARED: dict[str, OptionSpec] = {
     "train_microbatch_size": _i(0, description="Rows per micro-batch; 0 = whole batch."),
     "train_logprob_chunk_size": _i(0, description="Tokens per chunk of the selected-token logprob path; 0 = auto."),
     "train_selective_suffix_logits": _b(False, "Compute logits only for completion positions."),
-    "train_save_on_cpu": _b(False, "Offload saved activations to CPU memory."),
-    "train_save_on_cpu_pin_memory": _b(True),
-    "train_save_on_cpu_min_numel": _i(0),
+    "train_save_on_cpu": _b(False, "CUDA: keep the activations autograd saves in CPU memory until the backward."),
+    "train_save_on_cpu_pin_memory": _b(True, "CUDA: pinned host memory for the offloaded activations (non-blocking copies)."),
+    "train_save_on_cpu_min_numel": _i(0, description="CUDA: offload only saved tensors of at least this many elements; 0 = all."),
     "train_supervised_context_tokens": _i(0),
     "train_unsloth_fused_ce": _s("off", ("off", "auto", "require")),
     "train_unsloth_fused_ce_target_gb": OptionSpec(float, 0.0, validator=_ge0),
@@ -71,7 +96,7 @@ _TRAIN_SHARED: dict[str, OptionSpec] = {
     "lora_target_modules": _s("", description="Comma list of module-name suffixes; empty = all attention and MLP projections."),
     "liger_kernel": _b(True),
     "liger_fused_linear_ce": _b(True),
-    "cuda_empty_cache": _b(True),
+    "cuda_empty_cache": _b(True, "CUDA: empty the allocator's cache after each sample and train call."),
     "sample_use_cache": _b(True, "KV cache during PyTorch sampling."),
     "gradient_checkpointing": _b(True),
     "qwen35_gated_delta_kernel": _s("auto", ("auto", "off", "torch", "flash_qla")),
@@ -79,8 +104,9 @@ _TRAIN_SHARED: dict[str, OptionSpec] = {
 
 LOCAL_OPTIONS: dict[str, OptionSpec] = {
     **_TRAIN_SHARED,
-    "train_sft_microbatch_token_budget": _i(0),
-    "cuda_expandable_segments": _s("auto"),
+    "train_sft_microbatch_token_budget": _i(0, description="SFT: padded tokens per micro-batch (rows x widest row); 0 = off."),
+    "cuda_expandable_segments": OptionSpec(str, "auto", validator=_expandable,
+                                           description="CUDA allocator's expandable segments: off, auto (when layers skip checkpointing), on."),
     "strict_deterministic": _b(False, "Deterministic kernels; needs a seed."),
     "sample_kv_quantization": _s("off", ("off", "oscar")),
     "sample_oscar_repo": _s(""),
@@ -91,14 +117,15 @@ LOCAL_OPTIONS: dict[str, OptionSpec] = {
     "sample_oscar_kv_norm": _s("1"),
     "sample_oscar_residual_block_size": _i(128, _gt0),
     "sample_oscar_attn_implementation": _s("sdpa"),
-    "gradient_checkpointing_use_reentrant": _s("auto", ("auto", "true", "false")),
-    "gradient_checkpointing_skip_last_n": _i(0),
+    "gradient_checkpointing_use_reentrant": _s("auto", ("auto", "true", "false"),
+                                               description="CUDA: torch.utils.checkpoint's reentrant variant; auto = transformers' default."),
+    "gradient_checkpointing_skip_last_n": _i(0, description="CUDA: the last N layers keep their activations (no recompute)."),
     "cudnn_causal_conv1d_shim": _b(False),
     "lora_layers_to_transform": _s("", description="Layers to adapt: last:N, first:N, 0,2-3, all."),
     "lora_layers_pattern": _s("layers"),
     "lora_detach_input": _b(False),
     "lora_fast_linear": _b(False),
-    "lora_freeze_a": _b(False),
+    "lora_freeze_a": _b(False, "LoRA-FA: A keeps its random init, only B trains."),
     "trust_remote_code": _b(False),
     "sample_merged_lora": _s("auto", ("auto", "true", "false"),
                              description="Sample from a copy with LoRA merged into the weights (auto: on the CPU)."),

@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from retrain.backends.local import echo
-from retrain.backends.local.batch import Batch, collate, micro_batches
+from retrain.backends.local import determinism, echo
+from retrain.backends.local.batch import Batch, collate, micro_batches, token_budget_micro_batches
 from retrain.backends.local.checkpointing import (
     load_weights,
     read_checkpoint,
@@ -27,7 +27,7 @@ from retrain.backends.local.checkpointing import (
 )
 from retrain.backends.local.device import autocast_dtype, plan_device, rank_device
 from retrain.backends.local.logprobs import action_logprobs
-from retrain.backends.local.lora import apply_lora
+from retrain.backends.local.lora import apply_lora, freeze_lora_a
 from retrain.backends.local.loss import (
     PolicyLossConfig,
     kl_penalty,
@@ -35,10 +35,17 @@ from retrain.backends.local.loss import (
     select_tokens,
     sft_loss,
 )
+from retrain.backends.local.memory import (
+    Offload,
+    configure_checkpointing,
+    empty_cache,
+    expandable_segments,
+)
 from retrain.backends.local.mismatch import Mismatch
 from retrain.backends.local.reference import Reference
 from retrain.backends.local.server import ServerLink
 from retrain.backends.local.sync import MergedSampler
+from retrain.backends.options import expandable_mode
 from retrain.backends.seeds import request_seeds
 from retrain.backends.tokenizer import HFTokenizer
 from retrain.config.schema import TrainConfig
@@ -60,6 +67,11 @@ class LocalBackend:
 
     def __init__(self, config: TrainConfig, *, model_overrides: Mapping[str, Any] | None = None) -> None:
         t, opts = config.training, config.backend.options
+        self.strict = bool(opts.get("strict_deterministic", False))
+        if self.strict:  # before anything starts CUDA
+            determinism.prepare()
+        else:
+            determinism.refuse_after_strict()
         self.world = current_world()
         on_server = config.inference.engine != "pytorch"
         if self.world.distributed:
@@ -73,7 +85,18 @@ class LocalBackend:
 
             self.mesh = distributed.init_mesh(self.world, self.device)
             self.seed = distributed.gather(self.seed, self.world)[0]  # rank 0's seed (random when unset)
+        if self.strict:
+            determinism.establish()
         torch.manual_seed(self.seed)
+        skip_last_n = int(opts.get("gradient_checkpointing_skip_last_n", 0))
+        self.memory_metrics: dict[str, int] = {}
+        if self.device.type == "cuda":
+            self.memory_metrics.update(expandable_segments(expandable_mode(opts.get("cuda_expandable_segments", "auto")),
+                                                           skip_last_n))
+        self.empty_cache = bool(opts.get("cuda_empty_cache", True))
+        self.offload = Offload(bool(opts.get("train_save_on_cpu", False)),
+                               bool(opts.get("train_save_on_cpu_pin_memory", True)),
+                               int(opts.get("train_save_on_cpu_min_numel", 0)))
         spec = ModelSpec(config.model.model, config.model.revision, config.model.local_files_only,
                          bool(opts.get("trust_remote_code", False)), tuple(sorted((model_overrides or {}).items())))
         model, tokenizer = self._load_base(config, spec)
@@ -88,8 +111,11 @@ class LocalBackend:
         if self.lora and not on_server and not self.world.distributed and (
                 merged == "true" or (merged == "auto" and self.device.type == "cpu")):
             self.sampler = MergedSampler(model)
+        self.frozen_lora_a = 0
         if self.lora:
             model = self._apply_lora(model, config)
+            if opts.get("lora_freeze_a", False):
+                self.frozen_lora_a = freeze_lora_a(model)
         from retrain.kernels import patch_peft_lora, set_kernel_mode
 
         set_kernel_mode(str(opts.get("kernels", "auto")))
@@ -102,8 +128,10 @@ class LocalBackend:
             self.sampler.bind(self.model)
         # eval() only matters when some dropout is active; toggling walks every module
         self.toggle_eval = any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in self.model.modules())
-        if self.device.type == "cuda" and opts.get("gradient_checkpointing", True):
-            self.model.gradient_checkpointing_enable()
+        if self.device.type == "cuda":
+            self.memory_metrics.update(configure_checkpointing(
+                self.model, bool(opts.get("gradient_checkpointing", True)),
+                str(opts.get("gradient_checkpointing_use_reentrant", "auto")), skip_last_n))
         self.model.train()
         self.sharded_layers = 0
         self.root: torch.nn.Module | None = None  # the FSDP root of a multi-process run
@@ -126,6 +154,10 @@ class LocalBackend:
         self.max_tokens = t.max_tokens
         self.temperature = t.temperature if t.temperature > 0 else 1.0
         self.microbatch = int(opts.get("train_microbatch_size", 0))
+        self.sft_token_budget = int(opts.get("train_sft_microbatch_token_budget", 0))
+        if self.sft_token_budget > 0 and self.world.distributed:
+            raise UserError("train_sft_microbatch_token_budget with several processes is not built yet in this "
+                            "version", hint="use train_microbatch_size")
         self.chunk = int(opts.get("train_logprob_chunk_size", 0))
         self.use_cache = bool(opts.get("sample_use_cache", True))
         self.grad_clip = config.optimizer.grad_clip_norm
@@ -176,6 +208,13 @@ class LocalBackend:
         """A seeded call (evaluation) draws from its own generator and counts into throwaway
         stats with kernel calls unrecorded, so the training stream and the step's counters
         are untouched. On an inference server a seeded call seeds its requests from its seed."""
+        try:
+            return self._sample(prompts, num_samples, params)
+        finally:
+            empty_cache(self.device, self.empty_cache)
+
+    def _sample(self, prompts: Sequence[Sequence[int]], num_samples: int,
+                params: SamplingParams) -> list[list[Completion]]:
         if self.server is not None:
             if params.want_entropy:
                 raise RuntimeError("an inference server returns no token entropies (want_entropy)")
@@ -270,10 +309,13 @@ class LocalBackend:
         t0 = time.perf_counter()
         self._set_hyper(lr, weight_decay)
         self.optimizer.zero_grad(set_to_none=True)
-        out = self.policy_gradients(datums)
-        if out.tokens == 0 and not out.metrics.get("echo/tokens"):
-            return out
-        self._step(out.metrics)
+        try:
+            out = self.policy_gradients(datums)
+            if out.tokens == 0 and not out.metrics.get("echo/tokens"):
+                return out
+            self._step(out.metrics)
+        finally:
+            empty_cache(self.device, self.empty_cache)
         self.stale = True
         self.train_time_s += time.perf_counter() - t0
         return out
@@ -298,35 +340,36 @@ class LocalBackend:
         ref_kl_sum, ref_kl_max = 0.0, float("-inf")
         offset = 0
         for mb, real in self._micro_batches(batch):
-            new, aux = echo.split(self._new_logprobs(mb, echo.positions(mb.action, mb.echo)).float(),
-                                  mb.action, mb.echo)
-            n = new.numel()
-            if n == 0 and aux is None:
-                continue
-            loss = aux if aux is not None else new.new_zeros(())
-            if aux is not None and real:
-                echo_sum += float(aux.detach())
-            if n:
-                sel = selected[offset:offset + n] if selected is not None else None
-                offset += n
-                anchor, is_weight = self.mismatch.anchor(new, mb.old_logprobs[mb.action])
-                res = policy_loss(self.loss_config, new, anchor, mb.advantages[mb.action], sel)
-                per_token = res.per_token if is_weight is None else res.per_token * is_weight
-                if self.reference is not None:
-                    ref = self.reference.logprobs(self.model, lambda m, mb=mb: self._new_logprobs(mb, model=m))  # type: ignore[misc]
-                    penalty = kl_penalty(self.kl_estimator, new, ref)
-                    per_token = per_token + self.kl_coef * penalty * (new - anchor.to(new.dtype)).exp()
+            with self.offload.context(self.device):  # saved activations wait in CPU memory (CUDA)
+                new, aux = echo.split(self._new_logprobs(mb, echo.positions(mb.action, mb.echo)).float(),
+                                      mb.action, mb.echo)
+                n = new.numel()
+                if n == 0 and aux is None:
+                    continue
+                loss = aux if aux is not None else new.new_zeros(())
+                if aux is not None and real:
+                    echo_sum += float(aux.detach())
+                if n:
+                    sel = selected[offset:offset + n] if selected is not None else None
+                    offset += n
+                    anchor, is_weight = self.mismatch.anchor(new, mb.old_logprobs[mb.action])
+                    res = policy_loss(self.loss_config, new, anchor, mb.advantages[mb.action], sel)
+                    per_token = res.per_token if is_weight is None else res.per_token * is_weight
+                    if self.reference is not None:
+                        ref = self.reference.logprobs(self.model, lambda m, mb=mb: self._new_logprobs(mb, model=m))  # type: ignore[misc]
+                        penalty = kl_penalty(self.kl_estimator, new, ref)
+                        per_token = per_token + self.kl_coef * penalty * (new - anchor.to(new.dtype)).exp()
+                        if real:
+                            ref_kl_sum += float(penalty.detach().sum())
+                            ref_kl_max = max(ref_kl_max, float(penalty.detach().max()))
+                    loss = loss + (per_token * mb.weight[mb.action]).sum()
                     if real:
-                        ref_kl_sum += float(penalty.detach().sum())
-                        ref_kl_max = max(ref_kl_max, float(penalty.detach().max()))
-                loss = loss + (per_token * mb.weight[mb.action]).sum()
+                        clip += res.clip_fraction * n
+                        cov += res.cov_fraction * n
+                        kl += res.abs_kl * n
+                (loss * self.world.size).backward()  # FSDP averages gradients over ranks
                 if real:
-                    clip += res.clip_fraction * n
-                    cov += res.cov_fraction * n
-                    kl += res.abs_kl * n
-            (loss * self.world.size).backward()  # FSDP averages gradients over ranks
-            if real:
-                loss_sum += float(loss.detach())
+                    loss_sum += float(loss.detach())
         if self.world.distributed:
             from retrain.backends.local import distributed
 
@@ -352,20 +395,24 @@ class LocalBackend:
         self._set_hyper(lr, weight_decay)
         self.optimizer.zero_grad(set_to_none=True)
         loss_sum = 0.0
-        for mb, real in self._micro_batches(batch):
-            new = self._new_logprobs(mb).float()
-            if new.numel() == 0:
-                continue
-            w = mb.advantages[mb.action].clamp_min(0) * real
-            loss = sft_loss(self.sft_kind, new, w).sum() / total
-            (loss * self.world.size).backward()  # FSDP averages gradients over ranks
-            loss_sum += float(loss.detach())
+        parts = self._micro_batches(batch) if self.sft_token_budget <= 0 else \
+            [(mb, True) for mb in token_budget_micro_batches(batch, self.sft_token_budget, self.microbatch)]
+        for mb, real in parts:
+            with self.offload.context(self.device):  # saved activations wait in CPU memory (CUDA)
+                new = self._new_logprobs(mb).float()
+                if new.numel() == 0:
+                    continue
+                w = mb.advantages[mb.action].clamp_min(0) * real
+                loss = sft_loss(self.sft_kind, new, w).sum() / total
+                (loss * self.world.size).backward()  # FSDP averages gradients over ranks
+                loss_sum += float(loss.detach())
         if self.world.distributed:
             from retrain.backends.local import distributed
 
             loss_sum = distributed.sum_floats((loss_sum,), self.device)[0]
-        metrics: dict[str, float | int | str] = {}
+        metrics: dict[str, float | int | str] = {"sft/micro_batches": len(parts)}
         self._step(metrics)
+        empty_cache(self.device, self.empty_cache)
         self.stale = True
         self.train_time_s += time.perf_counter() - t0
         return TrainOutput(loss=loss_sum, tokens=total, metrics=metrics)
@@ -497,6 +544,10 @@ class LocalBackend:
             "local_device": str(self.device),
             "local_fused_lora_layers": self.fused_lora_layers,
             "local_sharded_layers": self.sharded_layers,
+            "local_frozen_lora_a": self.frozen_lora_a,
+            **self.memory_metrics,
+            **self.offload.take(),
+            **determinism.proof(),
             **kernel_metrics(reset=True),
         }
 

@@ -81,3 +81,22 @@ def micro_batches(batch: Batch, size: int) -> list[Batch]:
     if size <= 0 or size >= batch.rows:
         return [batch]
     return [batch.slice(i, min(i + size, batch.rows)) for i in range(0, batch.rows, size)]
+
+
+def token_budget_micro_batches(batch: Batch, budget: int, max_rows: int = 0) -> list[Batch]:
+    """Consecutive rows, as many as fit `budget` padded tokens (rows x the widest row's real
+    length; always at least one row) and at most `max_rows` rows (0: no cap). A long row goes
+    alone; short rows share one forward."""
+    lengths = batch.attention_mask.sum(-1).tolist()
+    out: list[Batch] = []
+    start, widest = 0, 0
+    for i, length in enumerate(lengths):
+        wider = max(widest, int(length))
+        rows = i - start + 1
+        if i > start and (rows * wider > budget or (max_rows > 0 and rows > max_rows)):
+            out.append(batch.slice(start, i))
+            start, wider = i, int(length)
+        widest = wider
+    if batch.rows:
+        out.append(batch.slice(start, batch.rows))
+    return out

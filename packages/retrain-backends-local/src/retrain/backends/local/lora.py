@@ -47,3 +47,15 @@ def apply_lora(model: Any, *, rank: int, alpha: int, dropout: float, targets: st
         layers_pattern=layers_pattern if chosen is not None else None,
     )
     return get_peft_model(model, config)
+
+
+def freeze_lora_a(model: Any) -> int:
+    """LoRA-FA (`[backend.options] lora_freeze_a`): every adapter's A keeps its random init and
+    only B trains, which halves the adapter's optimizer state and lets the backward skip A's
+    gradient. Returns how many A matrices were frozen."""
+    frozen = 0
+    for name, param in model.named_parameters():
+        if ".lora_A." in name and param.requires_grad:
+            param.requires_grad_(False)
+            frozen += 1
+    return frozen

@@ -100,17 +100,21 @@ _OFFLOAD = ("activation offload to CPU memory", "remove it; lower train_microbat
 _FUSED_CE = ("the fused cross-entropy path", 'remove it; kernels = "auto" picks the selected-token logprob kernel')
 _LIGER = ("the Liger kernel path", 'remove it; kernels = "auto" picks retrain\'s own kernels')
 _OSCAR = ("OSCAR KV-cache quantization", "remove it")
-_CKPT = ("gradient-checkpointing tuning", "remove it; gradient_checkpointing turns it on or off")
 _FAST = ("Unsloth's vLLM generation (fast_inference)",
          'remove it; sampling runs retrain\'s engine in Unsloth\'s inference mode, or [inference] engine = "vllm"')
 _LORA = ("this LoRA variant", "remove it; lora_target_modules and lora_layers_to_transform choose what LoRA adapts")
 
-#: Options of the training path shared by local and unsloth that nothing reads yet.
-_TRAIN_SHARED_NOT_BUILT: dict[str, tuple[str, str]] = {
-    "train_selective_suffix_logits": ("completion-only logits", "remove it"),
+#: The local backend's memory policy (retrain.backends.local.memory): built there, not for unsloth.
+_MEMORY_POLICY: dict[str, tuple[str, str]] = {
     "train_save_on_cpu": _OFFLOAD,
     "train_save_on_cpu_pin_memory": _OFFLOAD,
     "train_save_on_cpu_min_numel": _OFFLOAD,
+    "cuda_empty_cache": ("emptying the CUDA cache between phases", "remove it"),
+}
+
+#: Options of the training path shared by local and unsloth that nothing reads yet.
+_TRAIN_SHARED_NOT_BUILT: dict[str, tuple[str, str]] = {
+    "train_selective_suffix_logits": ("completion-only logits", "remove it"),
     "train_supervised_context_tokens": ("supervised context-token masking", "remove it"),
     "train_unsloth_fused_ce": _FUSED_CE,
     "train_unsloth_fused_ce_target_gb": _FUSED_CE,
@@ -119,7 +123,6 @@ _TRAIN_SHARED_NOT_BUILT: dict[str, tuple[str, str]] = {
     "train_compile_selective_ce_min_tokens": _FUSED_CE,
     "liger_kernel": _LIGER,
     "liger_fused_linear_ce": _LIGER,
-    "cuda_empty_cache": ("emptying the CUDA cache between phases", "remove it"),
     "qwen35_gated_delta_kernel": ("the Qwen3.5 gated-delta kernel choice", "remove it"),
 }
 
@@ -127,9 +130,6 @@ _TRAIN_SHARED_NOT_BUILT: dict[str, tuple[str, str]] = {
 NOT_BUILT_OPTIONS: dict[str, dict[str, tuple[str, str]]] = {
     "local": {
         **_TRAIN_SHARED_NOT_BUILT,
-        "cuda_expandable_segments": ("CUDA expandable segments", "remove it; set PYTORCH_CUDA_ALLOC_CONF yourself"),
-        "train_sft_microbatch_token_budget": ("token-budget SFT micro-batching", "remove it; use train_microbatch_size"),
-        "strict_deterministic": ("strict deterministic mode", "remove it; a seeded CPU run is already bit-exact"),
         "sample_kv_quantization": _OSCAR,
         "sample_oscar_repo": _OSCAR,
         "sample_oscar_bits": _OSCAR,
@@ -139,15 +139,13 @@ NOT_BUILT_OPTIONS: dict[str, dict[str, tuple[str, str]]] = {
         "sample_oscar_kv_norm": _OSCAR,
         "sample_oscar_residual_block_size": _OSCAR,
         "sample_oscar_attn_implementation": _OSCAR,
-        "gradient_checkpointing_use_reentrant": _CKPT,
-        "gradient_checkpointing_skip_last_n": _CKPT,
         "cudnn_causal_conv1d_shim": ("the cuDNN causal-conv1d shim", "remove it"),
         "lora_detach_input": _LORA,
         "lora_fast_linear": _LORA,
-        "lora_freeze_a": _LORA,
     },
     "unsloth": {
         **_TRAIN_SHARED_NOT_BUILT,
+        **_MEMORY_POLICY,
         "qwen35_gated_delta_chunk_size": ("the Qwen3.5 gated-delta chunk size", "remove it"),
         "fast_inference": _FAST,
         "gpu_memory_utilization": _FAST,
@@ -157,7 +155,16 @@ NOT_BUILT_OPTIONS: dict[str, dict[str, tuple[str, str]]] = {
 
 #: Live options that do nothing on the CPU: backend -> option -> why (a warning, not an error).
 CUDA_ONLY_OPTIONS: dict[str, dict[str, str]] = {
-    "local": {"gradient_checkpointing": "gradient checkpointing is used on CUDA only"},
+    "local": {
+        "gradient_checkpointing": "gradient checkpointing is used on CUDA only",
+        "gradient_checkpointing_use_reentrant": "gradient checkpointing is used on CUDA only",
+        "gradient_checkpointing_skip_last_n": "gradient checkpointing is used on CUDA only",
+        "train_save_on_cpu": "activations are in CPU memory already",
+        "train_save_on_cpu_pin_memory": "activations are in CPU memory already",
+        "train_save_on_cpu_min_numel": "activations are in CPU memory already",
+        "cuda_empty_cache": "there is no CUDA cache",
+        "cuda_expandable_segments": "there is no CUDA allocator",
+    },
 }
 
 
