@@ -6,6 +6,7 @@ gradients, and on CUDA the saved activations wait in CPU memory."""
 from __future__ import annotations
 
 import copy
+import math
 
 import pytest
 import torch
@@ -126,3 +127,13 @@ def test_offloaded_activations_give_the_same_gradients_on_cuda(min_numel: int) -
     taken = off.take()
     if min_numel:
         assert taken["local_saved_tensors_offloaded"] > 0 and taken["local_saved_bytes_offloaded"] >= 4 * min_numel
+
+
+def test_lora_detach_input_marks_every_adapted_layer(tiny_config) -> None:  # type: ignore[no-untyped-def]
+    """The numerics (fused and peft paths agree; x gets the base gradient alone) are the kernel
+    package's tests; here the option reaches every LoRA layer and training runs."""
+    backend = LocalBackend(tiny_config("--backend-opt", "lora_detach_input=true"))
+    metrics = backend.runtime_metrics()
+    assert metrics["local_detached_lora_layers"] == metrics["local_fused_lora_layers"] > 0
+    out = backend.sft_step(sft_datums(backend), 1e-2, 0.0)
+    assert out.tokens > 0 and math.isfinite(out.loss)

@@ -109,3 +109,58 @@ def test_lm_head_operands_feed_selected_logprobs(tiny_peft_model, assert_near):
     assert lm_head_operands(plain) == (plain.weight, plain.bias, None)
     with model.disable_adapter():
         assert lm_head_operands(inner.lm_head)[2] is None
+
+
+def test_detached_input_gets_the_base_gradient_alone(lora_operands, assert_near):
+    """`detach_input`: A, B, W and b get the gradients they get without it; x gets W's alone."""
+    x, w, b, a, bb, g = lora_operands(13, 40, 50, 5, torch.float32, torch.float32, True)
+    lora_linear(x, w, a, bb, 0.75, b, path="torch").backward(g)
+    plain = {"w": w.grad.clone(), "b": b.grad.clone(), "a": a.grad.clone(), "bb": bb.grad.clone()}
+    for t in (x, w, b, a, bb):
+        t.grad = None
+    y = lora_linear(x, w, a, bb, 0.75, b, path="torch", detach_input=True)
+    y.backward(g)
+    leaves = [t.detach().clone().requires_grad_() for t in (x, w, b, a, bb)]
+    rx, rw, rb, ra, rbb = leaves
+    ref = torch.nn.functional.linear(rx, rw, rb) + 0.75 * torch.nn.functional.linear(
+        torch.nn.functional.linear(rx.detach(), ra), rbb)
+    assert_near(y.detach(), ref.detach(), 1e-5, "y")
+    ref.backward(g)
+    assert_near(x.grad, rx.grad, 1e-5, "x")
+    assert_near(x.grad, g @ w.detach(), 1e-5, "x is W's alone")
+    for name, t in (("w", w), ("b", b), ("a", a), ("bb", bb)):
+        assert_near(t.grad, plain[name], 1e-5, name)
+
+
+def test_detach_lora_input_agrees_on_the_fused_and_the_peft_path(tiny_peft_model, peft_step, assert_near):
+    from retrain.kernels.lora import detach_lora_input
+
+    ids = _ids(2, 9)
+    plain = tiny_peft_model()
+    _, plain_grads = peft_step(plain, ids)
+    model = tiny_peft_model()
+    assert detach_lora_input(model) == 14 and detach_lora_input(model) == 0
+    _, peft_grads = peft_step(model, ids)  # peft's forward, the lora_A pre-hooks detach
+    patch_peft_lora(model, path="torch")
+    _, fused_grads = peft_step(model, ids)
+    assert set(fused_grads) == set(peft_grads)
+    for name, grad in fused_grads.items():
+        assert_near(grad, peft_grads[name], 1e-5, name)
+    # the last layer's LoRA sees the same upstream gradient either way; the first layer's does not
+    first = next(n for n in peft_grads if "layers.0." in n and "lora_A" in n)
+    last = next(n for n in peft_grads if "layers.1.mlp.down_proj" in n and "lora_B" in n)
+    assert_near(peft_grads[last], plain_grads[last], 1e-5, last)
+    assert not torch.allclose(peft_grads[first], plain_grads[first], atol=1e-6)
+
+
+def test_a_detached_lm_head_delta_detaches_its_hidden_state(tiny_peft_model):
+    from retrain.kernels.lora import detach_lora_input
+
+    model = tiny_peft_model(targets=["q_proj", "lm_head"])
+    head = model.base_model.model.lm_head
+    h = torch.randn(3, 32, requires_grad=True)
+    (_, _, delta) = lm_head_operands(head)
+    assert delta is not None and delta.dropout is not None and delta.dropout(h).requires_grad
+    assert detach_lora_input(model) == 3  # two q_proj layers and the head
+    (_, _, delta) = lm_head_operands(head)
+    assert delta is not None and delta.dropout is not None and not delta.dropout(h).requires_grad

@@ -16,6 +16,7 @@ _EXPORTS = {
     "reference_lora_linear": "lora",
     "patch_peft_lora": "lora",
     "unpatch_peft_lora": "lora",
+    "detach_lora_input": "lora",
     "lm_head_operands": "lora",
     "set_kernel_mode": "accelerators",
     "kernel_mode": "accelerators",
@@ -25,6 +26,7 @@ _EXPORTS = {
 
 __all__ = [
     "LoRAHead",
+    "detach_lora_input",
     "kernel_metrics",
     "kernel_mode",
     "lm_head_operands",
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
     )
     from retrain.kernels.logprobs import LoRAHead, reference_selected_logprobs, selected_logprobs
     from retrain.kernels.lora import (
+        detach_lora_input,
         lm_head_operands,
         lora_linear,
         patch_peft_lora,

@@ -5,7 +5,9 @@ to A's dtype, as peft does), products accumulate in fp32 and the output is round
 x's dtype (peft rounds the base output first, so bf16 results may differ by one rounding).
 
 Memory: the backward keeps x (already alive for the base layer) and the rank-r `s·x Aᵀ`,
-never an [M, out] intermediate. Gradients reach x, A, B, and W or b when they require grad.
+never an [M, out] intermediate. Gradients reach x, A, B, and W or b when they require grad;
+with `detach_input` the LoRA branch sends x no gradient (x's gradient is the base layer's
+alone), the `lora_detach_input` option (`detach_lora_input` marks a model's layers).
 
 `patch_peft_lora` swaps the forward of every peft `lora.Linear` over an `nn.Linear`; a call
 that the fused form cannot reproduce exactly (dropout active, several or no active adapters,
@@ -27,6 +29,7 @@ from retrain.kernels.logprobs import LoRAHead
 from retrain.kernels.matmul import F32, mm_f32, mm_f32_acc
 
 _ORIGINAL = "_retrain_peft_forward"
+_DETACH = "_retrain_detach_lora_input"
 _FLOATS = (torch.float32, torch.bfloat16, torch.float16)
 
 
@@ -39,6 +42,7 @@ def lora_linear(
     bias: torch.Tensor | None = None,
     *,
     path: str | None = None,
+    detach_input: bool = False,
 ) -> torch.Tensor:
     """x [..., K], weight [O, K], lora_a [r, K], lora_b [O, r] → [..., O] in x's dtype."""
     x2 = x.reshape(-1, x.shape[-1])
@@ -50,7 +54,7 @@ def lora_linear(
                          unsupported=_triton_unsupported(x2, weight, lora_a, lora_b))
     record("lora", chosen)
     impl = _triton_dual if chosen == "triton" else _torch_dual
-    y = _LoRALinear.apply(x2, weight, bias, lora_a, lora_b, float(scaling), impl)
+    y = _LoRALinear.apply(x2, weight, bias, lora_a, lora_b, float(scaling), impl, detach_input)
     return y.reshape(*x.shape[:-1], weight.shape[0])
 
 
@@ -105,13 +109,14 @@ class _LoRALinear(torch.autograd.Function):
     def forward(
         ctx: torch.autograd.function.FunctionCtx,
         x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None,
-        a: torch.Tensor, b: torch.Tensor, scaling: float, dual: _Dual,
+        a: torch.Tensor, b: torch.Tensor, scaling: float, dual: _Dual, detach_input: bool,
     ) -> torch.Tensor:
         xa = mm_f32(x.to(a.dtype), a.t()).mul_(scaling).to(b.dtype)  # s·x Aᵀ, [M, r]
         y = dual(x, w.t(), xa, b.t(), bias, x.dtype)
         ctx.save_for_backward(x, w, bias, a, b, xa)
         ctx.scaling = scaling  # type: ignore[attr-defined]
         ctx.dual = dual  # type: ignore[attr-defined]
+        ctx.detach_input = detach_input  # type: ignore[attr-defined]
         return y
 
     @staticmethod
@@ -123,18 +128,21 @@ class _LoRALinear(torch.autograd.Function):
         need_x, need_w, need_bias, need_a, need_b = needs[:5]
         scaling: float = ctx.scaling  # type: ignore[attr-defined]
         g = g.contiguous()
+        detach: bool = ctx.detach_input  # type: ignore[attr-defined]
         gb = None
-        if need_x or need_a:
+        if (need_x and not detach) or need_a:
             gb = mm_f32(g, b).mul_(scaling).to(a.dtype)  # s·g B, [M, r]
         dual: _Dual = ctx.dual  # type: ignore[attr-defined]
-        grad_x = dual(g, w, gb, a, None, x.dtype) if need_x else None
+        grad_x = None
+        if need_x:
+            grad_x = mm_f32(g, w).to(x.dtype) if detach else dual(g, w, gb, a, None, x.dtype)
         grad_a = mm_f32(gb.t(), x).to(a.dtype) if need_a and gb is not None else None
         grad_b = mm_f32(g.t(), xa).to(b.dtype) if need_b else None
         grad_w = mm_f32(g.t(), x).to(w.dtype) if need_w else None
         grad_bias = None
         if need_bias and bias is not None:
             grad_bias = g.sum(dim=0, dtype=F32).to(bias.dtype)
-        return grad_x, grad_w, grad_bias, grad_a, grad_b, None, None
+        return grad_x, grad_w, grad_bias, grad_a, grad_b, None, None, None
 
 
 # -- peft -------------------------------------------------------------------------------------
@@ -179,7 +187,34 @@ def _fused_forward(module: nn.Module, original: Callable[..., torch.Tensor], pat
         return original(x, *args, **kwargs)
     name, base, lora_a, lora_b = parts
     return lora_linear(x, base.weight, lora_a.weight, lora_b.weight, module.scaling[name],
-                       base.bias, path=path)
+                       base.bias, path=path, detach_input=getattr(module, _DETACH, False))
+
+
+def detach_lora_input(model: nn.Module) -> int:
+    """The LoRA branch of every peft `lora.Linear` stops sending its input a gradient: the
+    fused forward reads the mark, peft's own forward gets a pre-hook on each `lora_A` that
+    detaches what it is given, and an LM head's delta detaches `h`. The base path's gradient
+    is untouched. Idempotent; returns how many layers were newly marked."""
+    from peft.tuners.lora.layer import Linear as LoraLinear
+
+    marked = 0
+    for module in model.modules():
+        if not isinstance(module, LoraLinear) or getattr(module, _DETACH, False):
+            continue
+        setattr(module, _DETACH, True)
+        for lora_a in module.lora_A.values():
+            lora_a.register_forward_pre_hook(_detach_first)
+        marked += 1
+    return marked
+
+
+def _detach_first(_module: nn.Module, args: tuple[object, ...]) -> tuple[object, ...]:
+    first = args[0]
+    return (first.detach(), *args[1:]) if isinstance(first, torch.Tensor) else args
+
+
+def _detached(dropout: Callable[[torch.Tensor], torch.Tensor], h: torch.Tensor) -> torch.Tensor:
+    return dropout(h.detach())
 
 
 def patch_peft_lora(model: nn.Module, *, path: str | None = None) -> int:
@@ -237,5 +272,8 @@ def lm_head_operands(
     if parts is None:
         return None
     name, _, lora_a, lora_b = parts
-    delta = LoRAHead(lora_a.weight, lora_b.weight, head.scaling[name], head.lora_dropout[name])
+    dropout = head.lora_dropout[name]
+    if getattr(head, _DETACH, False):
+        dropout = functools.partial(_detached, dropout)
+    delta = LoRAHead(lora_a.weight, lora_b.weight, head.scaling[name], dropout)
     return base.weight, base.bias, delta

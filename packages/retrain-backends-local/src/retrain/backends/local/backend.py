@@ -116,11 +116,12 @@ class LocalBackend:
             model = self._apply_lora(model, config)
             if opts.get("lora_freeze_a", False):
                 self.frozen_lora_a = freeze_lora_a(model)
-        from retrain.kernels import patch_peft_lora, set_kernel_mode
+        from retrain.kernels import detach_lora_input, patch_peft_lora, set_kernel_mode
 
         set_kernel_mode(str(opts.get("kernels", "auto")))
         self.model = self._place(model)
         self.fused_lora_layers = patch_peft_lora(self.model) if self.lora and self.patch_lora_kernels else 0
+        self.detached_lora_layers = detach_lora_input(self.model) if self.lora and opts.get("lora_detach_input") else 0
         self.kl_coef, self.kl_estimator = t.kl_coef, t.kl_estimator
         self.reference = Reference(self.model, lora=self.lora) if t.kl_coef > 0 else None
         if self.sampler is not None:
@@ -545,6 +546,7 @@ class LocalBackend:
             "local_fused_lora_layers": self.fused_lora_layers,
             "local_sharded_layers": self.sharded_layers,
             "local_frozen_lora_a": self.frozen_lora_a,
+            "local_detached_lora_layers": self.detached_lora_layers,
             **self.memory_metrics,
             **self.offload.take(),
             **determinism.proof(),

@@ -140,7 +140,6 @@ NOT_BUILT_OPTIONS: dict[str, dict[str, tuple[str, str]]] = {
         "sample_oscar_residual_block_size": _OSCAR,
         "sample_oscar_attn_implementation": _OSCAR,
         "cudnn_causal_conv1d_shim": ("the cuDNN causal-conv1d shim", "remove it"),
-        "lora_detach_input": _LORA,
         "lora_fast_linear": _LORA,
     },
     "unsloth": {
