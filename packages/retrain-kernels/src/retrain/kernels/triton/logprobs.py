@@ -14,8 +14,8 @@ Backward: the logit gradient of a vocabulary chunk is recomputed tile by tile in
 and grad_weight: faster but run-to-run nondeterministic, and retrain offers strict determinism.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: triton ≤ 3.1's interpreter takes a kernel
+# parameter for a constexpr only when its annotation is `tl.constexpr` itself, not a string.
 import torch
 import triton
 import triton.language as tl

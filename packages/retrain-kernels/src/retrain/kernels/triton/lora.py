@@ -6,8 +6,8 @@ the output dtype, from a single fp32 accumulator, where the unfused form writes 
 output, a second [M, O] LoRA output and their sum.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: triton ≤ 3.1's interpreter takes a kernel
+# parameter for a constexpr only when its annotation is `tl.constexpr` itself, not a string.
 import torch
 import triton
 import triton.language as tl

@@ -12,8 +12,8 @@ UPCAST and operands are widened to fp32 first; bf16×bf16 products are exact in 
 changes nothing but speed.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: triton ≤ 3.1's interpreter takes a kernel
+# parameter for a constexpr only when its annotation is `tl.constexpr` itself, not a string.
 from dataclasses import dataclass
 
 import torch
