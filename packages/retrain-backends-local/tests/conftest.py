@@ -8,6 +8,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # the backend sizes its CPU threads from it (pytest -n 2: one each)
 
 
 @pytest.fixture(scope="session", autouse=True)

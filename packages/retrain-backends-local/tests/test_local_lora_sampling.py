@@ -7,7 +7,8 @@ import torch
 
 from retrain.backends.local.backend import LocalBackend
 from retrain.backends.local.lora import parse_layers
-from retrain.inference_engine.pytorch.sample import choose, generate
+from retrain.inference_engine.pytorch.choice import choose
+from retrain.inference_engine.pytorch.sample import generate
 from retrain.types import SamplingParams
 
 

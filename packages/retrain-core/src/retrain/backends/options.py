@@ -127,6 +127,12 @@ LOCAL_OPTIONS: dict[str, OptionSpec] = {
     "lora_fast_linear": _b(False),
     "lora_freeze_a": _b(False, "LoRA-FA: A keeps its random init, only B trains."),
     "trust_remote_code": _b(False),
+    "sample_decoder": _s("auto", ("auto", "retrain", "transformers"),
+                         description="Sampling forward: retrain's own (static KV cache, CUDA graphs) for llama, mistral, "
+                                     "qwen2 and qwen3 models; transformers' for the rest; auto = retrain's where it runs."),
+    "sample_cuda_graphs": _b(True, "CUDA: replay retrain's decoding step as CUDA graphs (one capture per batch size)."),
+    "cpu_threads": _i(0, description="Threads of torch's CPU kernels; 0 = the CPUs this process may use "
+                                     "(affinity and cgroup quota), shared among torchrun's local processes."),
     "sample_merged_lora": _s("auto", ("auto", "true", "false"),
                              description="Sample from a copy with LoRA merged into the weights (auto: on the CPU)."),
     "train_full_model": _b(False, "Train every weight instead of a LoRA adapter (small models; "

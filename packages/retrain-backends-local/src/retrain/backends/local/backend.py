@@ -50,9 +50,10 @@ from retrain.backends.seeds import request_seeds
 from retrain.backends.tokenizer import HFTokenizer
 from retrain.config.schema import TrainConfig
 from retrain.errors import UserError
-from retrain.inference_engine.pytorch.sample import SampleStats, generate
+from retrain.inference_engine.pytorch.sample import SampleStats, engine_metrics, generate
 from retrain.models.load import ModelSpec, load_model, load_tokenizer
 from retrain.models.tiny import is_tiny
+from retrain.process.cpus import cpu_threads
 from retrain.training.warmup import effective_sft_loss
 from retrain.training.world import current_world
 from retrain.types import Completion, Datum, SamplingParams, TrainOutput
@@ -64,6 +65,9 @@ class LocalBackend:
 
     #: route peft LoRA layers through retrain.kernels (a variant with its own kernels says no)
     patch_lora_kernels = True
+    #: sample with retrain's own decoding forward where it runs the model (a variant with its
+    #: own inference mode says no)
+    own_decoder = True
 
     def __init__(self, config: TrainConfig, *, model_overrides: Mapping[str, Any] | None = None) -> None:
         t, opts = config.training, config.backend.options
@@ -78,6 +82,11 @@ class LocalBackend:
             _refuse_distributed(config, self.world.size)
         self.device = rank_device(config.backend.devices, self.world) if self.world.distributed \
             else plan_device(config.backend.devices)
+        self.cpu_threads = 0
+        if self.device.type == "cpu":
+            self.cpu_threads, _ = cpu_threads(int(opts.get("cpu_threads", 0)),
+                                              processes=int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1))
+            torch.set_num_threads(self.cpu_threads)
         self.seed = t.seed if t.seed >= 0 else int.from_bytes(os.urandom(4), "little")
         self.mesh = None
         if self.world.distributed:
@@ -127,8 +136,6 @@ class LocalBackend:
         if self.sampler is not None:
             self.sampler.model.to(self.device)
             self.sampler.bind(self.model)
-        # eval() only matters when some dropout is active; toggling walks every module
-        self.toggle_eval = any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in self.model.modules())
         if self.device.type == "cuda":
             self.memory_metrics.update(configure_checkpointing(
                 self.model, bool(opts.get("gradient_checkpointing", True)),
@@ -161,6 +168,11 @@ class LocalBackend:
                             "version", hint="use train_microbatch_size")
         self.chunk = int(opts.get("train_logprob_chunk_size", 0))
         self.use_cache = bool(opts.get("sample_use_cache", True))
+        self.decoder = str(opts.get("sample_decoder", "auto")) if self.own_decoder else "transformers"
+        self.cuda_graphs = bool(opts.get("sample_cuda_graphs", True))
+        if self.decoder == "retrain" and not self.use_cache:
+            raise UserError("[backend.options] sample_decoder = \"retrain\" needs sample_use_cache = true",
+                            hint="set sample_decoder = \"transformers\" to decode without a KV cache")
         self.grad_clip = config.optimizer.grad_clip_norm
         self.sft_kind = effective_sft_loss(config)
         self.autocast = autocast_dtype(self.device)
@@ -252,19 +264,16 @@ class LocalBackend:
 
     def _generate(self, prompts: Sequence[Sequence[int]], num_samples: int, params: SamplingParams,
                   generator: torch.Generator, stats: SampleStats) -> list[list[Completion]]:
+        """The engine samples in eval mode with the KV cache whatever mode training left the
+        model in, and restores it (inference_engine.pytorch.sample)."""
         model = self.model
         if self.sampler is not None:
             self.sampler.refresh()
             model = self.sampler.model
-        elif self.toggle_eval:
-            self.model.eval()
-        try:
-            with self._sampling_mode(), self._autocast():
-                return generate(model, prompts, num_samples, params, self.tokenizer.eos_token_ids,
-                                self.tokenizer.pad_token_id, generator, use_cache=self.use_cache, stats=stats)
-        finally:
-            if self.toggle_eval:
-                self.model.train()
+        with self._sampling_mode(), self._autocast():
+            return generate(model, prompts, num_samples, params, self.tokenizer.eos_token_ids,
+                            self.tokenizer.pad_token_id, generator, use_cache=self.use_cache, stats=stats,
+                            decoder=self.decoder, cuda_graphs=self.cuda_graphs)
 
     # training ---------------------------------------------------------------------------
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
@@ -533,16 +542,12 @@ class LocalBackend:
 
         s = self.sample_stats
         self.sample_stats = SampleStats()
-        engine: dict[str, float | int | str] = {
-            "engine_prompt_prefill_s": round(s.prefill_s, 6),
-            "engine_decode_s": round(s.decode_s, 6),
-            "engine_prompt_tokens": s.prompt_tokens,
-            "engine_generated_tokens": s.generated_tokens,
-        } if self.server is None else self.server.metrics()
+        engine: dict[str, float | int | str] = engine_metrics(s) if self.server is None else self.server.metrics()
         return {
             **engine,
             "local_trainable_parameters": self.trainable_parameters,
             "local_device": str(self.device),
+            "local_cpu_threads": self.cpu_threads,
             "local_fused_lora_layers": self.fused_lora_layers,
             "local_sharded_layers": self.sharded_layers,
             "local_frozen_lora_a": self.frozen_lora_a,

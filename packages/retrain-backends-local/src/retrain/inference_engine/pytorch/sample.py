@@ -1,15 +1,22 @@
-"""Batched sampling with a KV cache, in PyTorch, for the whole step at once.
+"""Batched sampling in PyTorch, for the whole step at once.
 
-All prompts x group members decode in one loop: each prompt is prefilled once, its cache
-repeated `num_samples` times, then one token per row per iteration. Rows are left-padded;
-position ids come from the attention mask so padding never shifts RoPE positions. A row stops
-after its first EOS (the EOS is part of the completion); finished rows keep decoding pad
-tokens that are dropped from the result.
+All prompts x group members decode in one loop: each prompt is prefilled once and its cache
+copied to its rows, then one token per row per iteration. A row stops after its first EOS
+(the EOS is part of the completion), a stop string its observer reports, or `max_tokens`.
 
-The returned logprob of a token is its log-probability under the distribution it was drawn
-from: softmax(logits / T), truncated by top-k, the top-p nucleus and min-p, renormalised
-(`retrain.types.SamplingParams`). At T = 1 with no truncation it equals the training-side
-logprob of the same token; with top_k = 1 it is 0 (the draw is certain).
+Decisions:
+1. The model runs in eval mode with its cache whatever mode training left it in (gradient
+   checkpointing turns the cache off in training mode; dropout must not touch sampling);
+   every module's mode is restored afterwards.
+2. The forward is retrain's own (`forward.lean`: a preallocated KV cache, one straight run of
+   tensor ops per step, captured as a CUDA graph on a GPU) for the llama family, and
+   transformers' (`forward.hf`) for anything else or when asked (`decoder`).
+3. Rows that finish are compacted away once a quarter of the batch has (to a multiple of 8
+   with CUDA graphs, so few sizes are captured); until then they decode pad tokens that are
+   dropped from the result.
+4. Every row draws one uniform per step from its segment's generator, whether it is still
+   running or not (`choice.choose`): a row's tokens depend on its own stream only, never on
+   which other rows share the batch or when they were compacted.
 
 `decode` samples several *segments* in one batch: a segment is the rows of one request (n
 completions of each of its prompts) with its own parameters and random generator. The
@@ -19,13 +26,21 @@ request with a seed draws exactly what the in-process engine draws with that see
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 
+from retrain.inference_engine.pytorch.choice import Choice, choose
+from retrain.inference_engine.pytorch.forward.hf import HFForward
+from retrain.inference_engine.pytorch.forward.lean import LeanForward, LeanModel, Unsupported
 from retrain.types import Completion, SamplingParams
+
+DECODERS = ("auto", "retrain", "transformers")
 
 
 @dataclass
@@ -35,7 +50,47 @@ class SampleStats:
     prompt_tokens: int = 0
     generated_tokens: int = 0
     calls: int = 0
+    decode_steps: int = 0
+    row_steps: int = 0  # rows decoded, summed over steps (finished rows included until compacted)
+    compactions: int = 0
+    graph_captures: int = 0
+    graph_replays: int = 0
+    decoder: str = ""  # "retrain" or "transformers" (the last call's)
+    decoder_note: str = ""  # why the last call did not run retrain's forward, or why graphs failed
     extra: dict[str, float] = field(default_factory=dict)
+
+
+def engine_metrics(s: SampleStats) -> dict[str, float | int | str]:
+    """The step's `engine_*` metrics from its stats (metrics.jsonl; docs/backends.md)."""
+    out: dict[str, float | int | str] = {
+        "engine_prompt_prefill_s": round(s.prefill_s, 6),
+        "engine_decode_s": round(s.decode_s, 6),
+        "engine_prompt_tokens": s.prompt_tokens,
+        "engine_generated_tokens": s.generated_tokens,
+    }
+    if s.calls:
+        out.update({
+            "engine_decoder": s.decoder,
+            "engine_generated_tokens_per_s": round(s.generated_tokens / s.decode_s, 1) if s.decode_s > 0 else 0.0,
+            "engine_decode_steps": s.decode_steps,
+            "engine_row_steps": s.row_steps,
+            "engine_compactions": s.compactions,
+            "engine_cuda_graph_captures": s.graph_captures,
+            "engine_cuda_graph_replays": s.graph_replays,
+        })
+        if s.decoder_note:
+            out["engine_decoder_note"] = s.decoder_note
+    return out
+
+
+class Forward(Protocol):
+    n: int
+
+    def first_logits(self) -> torch.Tensor: ...
+
+    def next_logits(self, token: torch.Tensor) -> torch.Tensor: ...
+
+    def compact(self, keep: torch.Tensor) -> None: ...
 
 
 def left_pad(rows: Sequence[Sequence[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -47,79 +102,6 @@ def left_pad(rows: Sequence[Sequence[int]], pad_id: int, device: torch.device) -
             ids[i, width - len(r):] = torch.tensor(r, dtype=torch.long)
             mask[i, width - len(r):] = 1
     return ids.to(device), mask.to(device)
-
-
-def _filter_top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:
-    """Zero the tail outside the smallest set whose mass reaches top_p; renormalise."""
-    sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
-    before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs
-    sorted_probs = sorted_probs.masked_fill(before >= top_p, 0.0)
-    kept = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
-    return kept / kept.sum(dim=-1, keepdim=True)
-
-
-def _truncate(probs: torch.Tensor, top_k: int, top_p: float, min_p: float) -> torch.Tensor:
-    """top-k, then the top-p nucleus of the renormalised rest, then min-p; renormalised.
-    min-p compares with the most likely token, which every filter keeps, so its place in
-    the order does not change what it keeps."""
-    if top_k <= 0 and min_p <= 0.0:
-        return _filter_top_p(probs, top_p)
-    sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
-    if 0 < top_k < sorted_probs.shape[-1]:
-        sorted_probs[:, top_k:] = 0.0
-        sorted_probs = sorted_probs / sorted_probs.sum(dim=-1, keepdim=True)
-    if top_p < 1.0:
-        before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs
-        sorted_probs = sorted_probs.masked_fill(before >= top_p, 0.0)
-    if min_p > 0.0:
-        sorted_probs = sorted_probs.masked_fill(sorted_probs < min_p * sorted_probs[:, :1], 0.0)
-    kept = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
-    return kept / kept.sum(dim=-1, keepdim=True)
-
-
-@dataclass
-class Choice:
-    """One decoding step of a batch: token [B], its behaviour logprob [B], the entropy of the
-    full tempered distribution [B] (when asked), the `top_n` most likely tokens of the
-    sampling distribution and their logprobs [B, N] (when asked)."""
-
-    token: torch.Tensor
-    logprob: torch.Tensor
-    entropy: torch.Tensor | None = None
-    top_ids: torch.Tensor | None = None
-    top_logprobs: torch.Tensor | None = None
-
-
-def choose(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None,
-           top_n: int = 0) -> Choice:
-    """Sample one token per row from last-position logits [B, V]."""
-    logits = logits.float()
-    want_entropy = params.want_entropy
-    if params.temperature <= 0.0:
-        logp = torch.log_softmax(logits, dim=-1)
-        token = torch.argmax(logits, dim=-1)
-        entropy = -(logp.exp() * logp).nan_to_num().sum(-1) if want_entropy else None
-        return _choice(token, logp, entropy, top_n)
-    logp = torch.log_softmax(logits / params.temperature, dim=-1)
-    probs = logp.exp()
-    entropy = -(probs * logp).nan_to_num().sum(-1) if want_entropy else None
-    if params.top_p < 1.0 or params.top_k > 0 or params.min_p > 0.0:
-        probs = _truncate(probs, params.top_k, params.top_p, params.min_p)
-        token = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-        chosen = probs.gather(-1, token[:, None]).squeeze(-1).clamp_min(1e-12).log()
-        choice = _choice(token, probs.log() if top_n else logp, entropy, top_n)
-        choice.logprob = chosen
-        return choice
-    token = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-    return _choice(token, logp, entropy, top_n)
-
-
-def _choice(token: torch.Tensor, logp: torch.Tensor, entropy: torch.Tensor | None, top_n: int) -> Choice:
-    choice = Choice(token, logp.gather(-1, token[:, None]).squeeze(-1), entropy)
-    if top_n > 0:
-        values, ids = torch.topk(logp, min(top_n, logp.shape[-1]), dim=-1)
-        choice.top_ids, choice.top_logprobs = ids, values
-    return choice
 
 
 @dataclass
@@ -139,8 +121,8 @@ class Segment:
         return len(self.prompts) * self.n
 
 
-#: Called after every decoding step with the step's choice per segment (rows of finished
-#: sequences included); returns the global row indices that must stop now (a stop string).
+#: Called after every decoding step with the step's choice per segment (one entry per row of
+#: the segment, finished rows included); returns the global row indices that must stop now.
 Observer = Callable[[list[Choice]], set[int]]
 
 
@@ -155,12 +137,14 @@ def generate(
     *,
     use_cache: bool = True,
     stats: SampleStats | None = None,
+    decoder: str = "auto",
+    cuda_graphs: bool = True,
 ) -> list[list[Completion]]:
     """`num_samples` completions for each prompt (outer list: prompts, inner: samples)."""
     if not prompts:
         return []
     rows = decode(model, [Segment(prompts, num_samples, params, generator)], eos_ids, pad_id,
-                  use_cache=use_cache, stats=stats)[0]
+                  use_cache=use_cache, stats=stats, decoder=decoder, cuda_graphs=cuda_graphs)[0]
     return [rows[p * num_samples:(p + 1) * num_samples] for p in range(len(prompts))]
 
 
@@ -174,113 +158,217 @@ def decode(
     use_cache: bool = True,
     stats: SampleStats | None = None,
     observe: Observer | None = None,
+    decoder: str = "auto",
+    cuda_graphs: bool = True,
 ) -> list[list[Completion]]:
     """Every segment's completions, rows prompt-major (prompt p, sample s at p * n + s)."""
-    device = next(model.parameters()).device
     stats = stats if stats is not None else SampleStats()
-    stats.calls += 1
-    t0 = time.perf_counter()
-    prompts = [p for seg in segments for p in seg.prompts]
-    repeats = [seg.n for seg in segments for _ in seg.prompts]
-    bounds: list[tuple[int, int]] = []
-    for seg in segments:
-        start = bounds[-1][1] if bounds else 0
-        bounds.append((start, start + seg.rows))
-    rows = bounds[-1][1]
-    uniform = len(set(repeats)) == 1
-    expand = torch.repeat_interleave(torch.arange(len(prompts), device=device),
-                                     torch.tensor(repeats, device=device))
-    ids, mask = left_pad(prompts, pad_id, device)
-    positions = (mask.cumsum(-1) - 1).clamp_min(0)
-    # Prompts of one length need no mask: the fused causal attention path is exact and faster.
-    padded = bool((mask == 0).any())
-    if use_cache:
-        out = model(input_ids=ids, attention_mask=mask if padded else None, position_ids=positions,
-                    use_cache=True, logits_to_keep=1)
-        cache = out.past_key_values
-        logits = out.logits[:, -1, :]
-        if rows > len(prompts):
-            if uniform:
-                cache.batch_repeat_interleave(repeats[0])
-            else:
-                cache.batch_select_indices(expand)
-            logits = logits[expand]
-        mask = mask[expand]
-        next_pos = positions[expand][:, -1:] + 1
-    else:
-        cache = None
-        ids, mask = ids[expand], mask[expand]
-        out = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp_min(0),
-                    use_cache=False, logits_to_keep=1)
-        logits = out.logits[:, -1, :]
-    stats.prefill_s += time.perf_counter() - t0
-    stats.prompt_tokens += sum(len(p) for p in prompts)
-    t1 = time.perf_counter()
+    with eval_mode(model):
+        return _Loop(model, segments, eos_ids, pad_id, stats, observe).run(use_cache, decoder, cuda_graphs)
 
-    limits = torch.tensor([seg.params.max_tokens for seg in segments for _ in range(seg.rows)], device=device)
-    eos = torch.tensor(sorted(set(eos_ids)), dtype=torch.long, device=device)
-    finished = torch.zeros(rows, dtype=torch.bool, device=device)
-    stopped = torch.zeros(rows, dtype=torch.bool, device=device)  # by EOS or a stop string
-    length = torch.zeros(rows, dtype=torch.long, device=device)
-    tokens: list[torch.Tensor] = []
-    logprobs: list[torch.Tensor] = []
-    entropies: list[torch.Tensor] = []
-    want_entropy = any(seg.params.want_entropy for seg in segments)
-    ones = torch.ones((rows, 1), dtype=mask.dtype, device=device)
-    for step in range(int(limits.max())):
-        choices = [choose(logits[a:b], seg.params, seg.generator, seg.top_n)
-                   for seg, (a, b) in zip(segments, bounds, strict=True)]
+
+@contextlib.contextmanager
+def eval_mode(model: torch.nn.Module) -> Iterator[None]:
+    modes = [(m, m.training) for m in model.modules()]
+    model.eval()
+    try:
+        yield
+    finally:
+        for m, training in modes:
+            m.training = training
+
+
+def make_forward(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, expand: torch.Tensor, steps: int,
+                 *, use_cache: bool, decoder: str, cuda_graphs: bool, stats: SampleStats) -> Forward:
+    """retrain's forward where it runs this model (decoder "auto" or "retrain"), else
+    transformers'. "retrain" on a model it cannot run is an error naming why."""
+    if decoder not in DECODERS:
+        raise ValueError(f"decoder must be one of {DECODERS}, not {decoder!r}")
+    stats.decoder_note = ""
+    if decoder != "transformers" and use_cache:
+        device = ids.device
+        try:
+            lean = LeanModel.of(model, autocast_dtype(device))
+            forward = LeanForward(lean, ids, mask, expand, steps, graphs=cuda_graphs and device.type == "cuda")
+        except Unsupported as why:
+            if decoder == "retrain":
+                raise RuntimeError(f"retrain's decoder cannot run this model: {why} (sample_decoder = "
+                                   "\"auto\" falls back to transformers)") from None
+            stats.decoder_note = str(why)
+        else:
+            stats.decoder = "retrain"
+            return forward
+    elif decoder == "retrain":
+        raise RuntimeError("retrain's decoder needs the KV cache (sample_use_cache = true)")
+    stats.decoder = "transformers"
+    return HFForward(model, ids, mask, expand, use_cache=use_cache)
+
+
+def autocast_dtype(device: torch.device) -> torch.dtype | None:
+    kind = device.type
+    return torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else None
+
+
+class _Loop:
+    """One `decode` call. Slots are the rows still in the forward's batch, in row order."""
+
+    def __init__(self, model: torch.nn.Module, segments: Sequence[Segment], eos_ids: Sequence[int], pad_id: int,
+                 stats: SampleStats, observe: Observer | None) -> None:
+        self.model, self.segments, self.pad, self.stats, self.observe = model, segments, pad_id, stats, observe
+        self.device = next(model.parameters()).device
+        self.prompts = [p for seg in segments for p in seg.prompts]
+        self.row_bounds: list[tuple[int, int]] = []
+        for seg in segments:
+            start = self.row_bounds[-1][1] if self.row_bounds else 0
+            self.row_bounds.append((start, start + seg.rows))
+        self.rows = self.row_bounds[-1][1]
+        self.steps = max(seg.params.max_tokens for seg in segments)
+        self.eos = torch.tensor(sorted(set(eos_ids)), dtype=torch.long, device=self.device)
+        self.want_entropy = any(seg.params.want_entropy for seg in segments)
+
+    def run(self, use_cache: bool, decoder: str, cuda_graphs: bool) -> list[list[Completion]]:
+        stats, device, rows = self.stats, self.device, self.rows
+        stats.calls += 1
+        t0 = time.perf_counter()
+        repeats = torch.tensor([seg.n for seg in self.segments for _ in seg.prompts], device=device)
+        expand = torch.repeat_interleave(torch.arange(len(self.prompts), device=device), repeats)
+        ids, mask = left_pad(self.prompts, self.pad, device)
+        forward = make_forward(self.model, ids, mask, expand, self.steps, use_cache=use_cache, decoder=decoder,
+                               cuda_graphs=cuda_graphs, stats=stats)
+        graphed = getattr(forward, "graphs", None) is not None
+        logits = forward.first_logits()
+        stats.prefill_s += time.perf_counter() - t0
+        stats.prompt_tokens += sum(len(p) for p in self.prompts)
+        t1 = time.perf_counter()
+
+        self.slot_row = torch.arange(rows, device=device)
+        self._segment_slots(compacted=False)
+        limit = torch.tensor([seg.params.max_tokens for seg in self.segments for _ in range(seg.rows)], device=device)
+        finished = torch.zeros(rows, dtype=torch.bool, device=device)
+        stopped = torch.zeros(rows, dtype=torch.bool, device=device)  # by EOS or a stop string
+        length = torch.zeros(rows, dtype=torch.long, device=device)
+        self.tokens = torch.full((rows, self.steps), self.pad, dtype=torch.long, device=device)
+        self.logprobs = torch.zeros((rows, self.steps), dtype=torch.float32, device=device)
+        self.entropies = torch.zeros((rows, self.steps), dtype=torch.float32, device=device) \
+            if self.want_entropy else None
+        self.row_length = torch.zeros(rows, dtype=torch.long, device=device)
+        self.row_stopped = torch.zeros(rows, dtype=torch.bool, device=device)
+        # a CUDA step is queued, not waited for: check for the end (a sync) every few steps
+        check_every = 4 if device.type == "cuda" and self.observe is None else 1
+        for step in range(self.steps):
+            stats.decode_steps += 1
+            stats.row_steps += forward.n
+            token, logp, entropy, choices = self._choose(logits)
+            token = torch.where(finished, self.pad, token)
+            self.tokens[self.slot_row, step] = token
+            self.logprobs[self.slot_row, step] = torch.where(finished, 0.0, logp)
+            if self.entropies is not None and entropy is not None:
+                self.entropies[self.slot_row, step] = torch.where(finished, 0.0, entropy)
+            hit = torch.isin(token, self.eos) & ~finished
+            if self.observe is not None:
+                requested = self.observe(self._full_choices(choices, token))
+                if requested:
+                    asked = torch.tensor(sorted(requested), device=device)
+                    hit = hit | (torch.isin(self.slot_row, asked) & ~finished)
+            stopped = stopped | hit
+            now = finished | hit | (limit <= step + 1)
+            length = torch.where(now & ~finished, step + 1, length)
+            finished = now
+            if step + 1 >= self.steps:
+                break
+            if (step + 1) % check_every == 0:
+                live = int((~finished).sum())
+                if live == 0:
+                    break
+                size = min(forward.n, -(-live // 8) * 8) if graphed else live
+                if size <= forward.n * 3 // 4:
+                    keep = torch.sort(torch.argsort(finished.to(torch.int8), stable=True)[:size]).values
+                    self._flush(length, stopped)
+                    forward.compact(keep)
+                    self.slot_row, limit = self.slot_row[keep], limit[keep]
+                    finished, stopped, length, token = finished[keep], stopped[keep], length[keep], token[keep]
+                    self._segment_slots(compacted=True)
+                    stats.compactions += 1
+            logits = forward.next_logits(token)
+        self._flush(length, stopped)
+        graphs = getattr(forward, "graphs", None)
+        if graphs is not None:
+            stats.graph_captures += graphs.captures
+            stats.graph_replays += graphs.replays
+            if graphs.failed:
+                stats.decoder_note = f"CUDA graphs off: {graphs.failed}"
+        stats.decode_s += time.perf_counter() - t1
+        return self._completions()
+
+    def _segment_slots(self, *, compacted: bool) -> None:
+        """Each segment's slot range, and (once compacted) the segment-local row of each slot."""
+        rows = self.slot_row.tolist() if compacted else None
+        self.slot_bounds: list[tuple[int, int]] = []
+        self.local: list[torch.Tensor | None] = []
+        for a, b in self.row_bounds:
+            if rows is None:
+                self.slot_bounds.append((a, b))
+                self.local.append(None)
+                continue
+            lo, hi = bisect.bisect_left(rows, a), bisect.bisect_left(rows, b)
+            self.slot_bounds.append((lo, hi))
+            self.local.append(self.slot_row[lo:hi] - a)
+
+    def _choose(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, list[Choice]]:
+        choices = []
+        for seg, (a, b), local in zip(self.segments, self.slot_bounds, self.local, strict=True):
+            uniform = None
+            if seg.params.temperature > 0.0:
+                uniform = torch.rand(seg.rows, generator=seg.generator, device=self.device)
+                if local is not None:
+                    uniform = uniform[local]
+            choices.append(choose(logits[a:b], seg.params, seg.generator, seg.top_n, uniform=uniform))
         token = _cat([c.token for c in choices])
         logp = _cat([c.logprob for c in choices])
-        token = torch.where(finished, torch.full_like(token, pad_id), token)
-        tokens.append(token)
-        logprobs.append(torch.where(finished, torch.zeros_like(logp), logp))
-        if want_entropy:
-            entropies.append(_cat([c.entropy if c.entropy is not None else torch.zeros_like(c.logprob)
-                                   for c in choices]))
-        hit = torch.isin(token, eos) & ~finished
-        if observe is not None:
-            for c, t in zip(choices, torch.split(token, [b - a for a, b in bounds]), strict=True):
-                c.token = t
-            requested = observe(choices)
-            if requested:
-                hit = hit | (torch.isin(torch.arange(rows, device=device), torch.tensor(sorted(requested),
-                                                                                       device=device)) & ~finished)
-        stopped = stopped | hit
-        now = finished | hit | (limits <= step + 1)
-        length = torch.where(now & ~finished, torch.full_like(length, step + 1), length)
-        finished = now
-        if bool(finished.all()):
-            break
-        mask = torch.cat([mask, ones], dim=1)
-        if use_cache:
-            out = model(input_ids=token[:, None], attention_mask=mask if padded else None, position_ids=next_pos,
-                        past_key_values=cache, use_cache=True, logits_to_keep=1)
-            cache = out.past_key_values
-            next_pos = next_pos + 1
-        else:
-            ids = torch.cat([ids, token[:, None]], dim=1)
-            out = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp_min(0),
-                        use_cache=False, logits_to_keep=1)
-        logits = out.logits[:, -1, :]
-    stats.decode_s += time.perf_counter() - t1
+        entropy = None
+        if self.want_entropy:
+            entropy = _cat([c.entropy if c.entropy is not None else torch.zeros_like(c.logprob) for c in choices])
+        return token, logp, entropy, choices
 
-    tok = torch.stack(tokens, dim=1).cpu().tolist()
-    lps = torch.stack(logprobs, dim=1).cpu().tolist()
-    ents = torch.stack(entropies, dim=1).cpu().tolist() if entropies else None
-    stop_list = stopped.cpu().tolist()
-    length_list = length.cpu().tolist()
-    results: list[list[Completion]] = []
-    for seg, (a, b) in zip(segments, bounds, strict=True):
-        group = []
-        for r in range(a, b):
-            n = length_list[r]
-            stats.generated_tokens += n
-            group.append(Completion(token_ids=tok[r][:n], logprobs=lps[r][:n],
-                                    finish_reason="stop" if stop_list[r] else "length",
-                                    entropies=ents[r][:n] if ents is not None and seg.params.want_entropy else None))
-        results.append(group)
-    return results
+    def _full_choices(self, choices: list[Choice], token: torch.Tensor) -> list[Choice]:
+        """The observer's view: one entry per row of each segment (compacted rows as pad)."""
+        out = []
+        for c, t, seg, local in zip(choices, torch.split(token, [b - a for a, b in self.slot_bounds]),
+                                    self.segments, self.local, strict=True):
+            if local is None:
+                out.append(Choice(t, c.logprob, c.entropy, c.top_ids, c.top_logprobs))
+                continue
+            full = Choice(torch.full((seg.rows,), self.pad, dtype=t.dtype, device=t.device).index_copy(0, local, t),
+                          torch.zeros(seg.rows, device=t.device).index_copy(0, local, c.logprob.float()))
+            if c.top_ids is not None and c.top_logprobs is not None:
+                shape = (seg.rows, c.top_ids.shape[1])
+                full.top_ids = torch.zeros(shape, dtype=c.top_ids.dtype, device=t.device).index_copy(0, local, c.top_ids)
+                full.top_logprobs = torch.full(shape, float("-inf"), device=t.device).index_copy(
+                    0, local, c.top_logprobs.float())
+            out.append(full)
+        return out
+
+    def _flush(self, length: torch.Tensor, stopped: torch.Tensor) -> None:
+        self.row_length[self.slot_row] = length
+        self.row_stopped[self.slot_row] = stopped
+
+    def _completions(self) -> list[list[Completion]]:
+        tok = self.tokens.cpu().tolist()
+        lps = self.logprobs.cpu().tolist()
+        ents = self.entropies.cpu().tolist() if self.entropies is not None else None
+        stop_list = self.row_stopped.cpu().tolist()
+        length_list = self.row_length.cpu().tolist()
+        results: list[list[Completion]] = []
+        for seg, (a, b) in zip(self.segments, self.row_bounds, strict=True):
+            group = []
+            for r in range(a, b):
+                n = length_list[r]
+                self.stats.generated_tokens += n
+                group.append(Completion(token_ids=tok[r][:n], logprobs=lps[r][:n],
+                                        finish_reason="stop" if stop_list[r] else "length",
+                                        entropies=ents[r][:n] if ents is not None and seg.params.want_entropy else None))
+            results.append(group)
+        return results
 
 
 def _cat(parts: list[torch.Tensor]) -> torch.Tensor:

@@ -27,7 +27,8 @@ from typing import Any
 import torch
 
 from retrain.backends.serving import ServedRow, ServeError, ServeRequest
-from retrain.inference_engine.pytorch.sample import Choice, SampleStats, Segment, decode
+from retrain.inference_engine.pytorch.choice import Choice
+from retrain.inference_engine.pytorch.sample import SampleStats, Segment, decode
 
 
 @dataclass

@@ -36,6 +36,7 @@ def _environ(name: str, value: str) -> Iterator[None]:
 
 class UnslothBackend(LocalBackend):
     patch_lora_kernels = False  # Unsloth's LoRA layers run its own kernels
+    own_decoder = False  # Unsloth samples through its own inference mode (for_inference)
 
     def _load_base(self, config: TrainConfig, spec: ModelSpec) -> tuple[torch.nn.Module, Any]:
         from unsloth import FastLanguageModel

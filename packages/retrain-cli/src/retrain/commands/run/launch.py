@@ -11,6 +11,7 @@ import sys
 from retrain.commands.errors import CommandFailed
 from retrain.config.fields import parse_devices
 from retrain.config.schema import TrainConfig
+from retrain.process.cpus import cpu_threads
 
 
 def processes(config: TrainConfig) -> int:
@@ -27,7 +28,8 @@ def launch(n: int, argv: list[str]) -> None:
            "-m", "retrain.cli", *argv]
     print(f"retrain: {n} devices: training on {n} processes (torchrun --standalone --nproc-per-node {n})",
           file=sys.stderr)
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    # each process gets its share of the usable CPUs (torchrun's own default would be 1 thread)
+    env = {**os.environ, "OMP_NUM_THREADS": str(cpu_threads(0, processes=n)[0])}
     code = subprocess.call(cmd, env=env)
     if code != 0:
         raise CommandFailed(code=code if code > 0 else 1)

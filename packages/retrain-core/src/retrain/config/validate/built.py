@@ -163,6 +163,7 @@ CUDA_ONLY_OPTIONS: dict[str, dict[str, str]] = {
         "train_save_on_cpu_min_numel": "activations are in CPU memory already",
         "cuda_empty_cache": "there is no CUDA cache",
         "cuda_expandable_segments": "there is no CUDA allocator",
+        "sample_cuda_graphs": "CUDA graphs need a CUDA device",
     },
 }
 

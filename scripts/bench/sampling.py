@@ -1,0 +1,236 @@
+"""Benchmark: retrain's sampling engine against transformers' `generate`, same model, prompts
+and sampling parameters (temperature 1, no truncation, the model's EOS). Prints ONE JSON
+object whose `results` hold, per shape, tokens/s of both and their peak memory.
+
+CPU shapes (random weights, fp32, the machine's usable CPUs as threads):
+  tiny        the demo's model (Qwen3, 0.8M parameters), 2 prompts x 8 samples x 64 tokens
+  demo-step   the demo's model at the demo's RL step: 16 prompts x 8 samples x 12 tokens
+  llama-135m  SmolLM2-135M's shape (llama, 30 layers, vocab 49,152), 2 x 8 x 64 tokens
+GPU shapes (`--gpu`; fp32 weights under bf16 autocast, as the local backend trains):
+  first-light  the GPU kit's RL policy (Qwen3, 28 layers, hidden 1024, the tiny tokenizer's
+               103-token vocabulary), 8 prompts x 16 samples x 256 tokens
+  qwen3-0.6b   the same body with Qwen3-0.6B's 151,936-token vocabulary
+On the GPU also `retrain_no_graphs_tokens_per_s` (sample_cuda_graphs = false) and the share
+of the memory-bandwidth bound reached: bytes a decoding step must read (bf16 weights, the KV
+cache written so far) over the decode time, against the card's peak bandwidth.
+
+CPU runs are one fresh process per (engine, shape), interleaved over rounds (medians); the
+GPU run is one process (the GPU kit's time box).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from support.isolated import environment, measure, run_worker
+
+PROMPT_LENGTHS = (9, 14, 11, 17, 8, 20, 12, 15, 10, 16, 13, 18, 9, 19, 11, 14)
+SHAPES: dict[str, dict[str, Any]] = {
+    "tiny": {"model": "tiny", "prompts": 2, "samples": 8, "tokens": 64},
+    "demo-step": {"model": "tiny", "prompts": 16, "samples": 8, "tokens": 12},
+    "llama-135m": {"model": dict(model_type="llama", vocab_size=49152, hidden_size=576, intermediate_size=1536,
+                                 num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
+                                 max_position_embeddings=8192, rope_theta=100000.0, tie_word_embeddings=True,
+                                 rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2, pad_token_id=0),
+                   "prompts": 2, "samples": 8, "tokens": 64},
+    "first-light": {"model": dict(model_type="qwen3", vocab_size=103, hidden_size=1024, intermediate_size=3072,
+                                  num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+                                  max_position_embeddings=4096, tie_word_embeddings=True, bos_token_id=1,
+                                  eos_token_id=2, pad_token_id=0),
+                    "prompts": 8, "samples": 16, "tokens": 256},
+}
+SHAPES["qwen3-0.6b"] = {**SHAPES["first-light"], "model": {**SHAPES["first-light"]["model"], "vocab_size": 151936}}
+CPU_SHAPES = ("tiny", "demo-step", "llama-135m")
+GPU_SHAPES = ("first-light", "qwen3-0.6b")
+#: peak memory bandwidth, bytes/s, by a substring of the device name
+BANDWIDTH = {"H200": 4.8e12, "H100 SXM": 3.35e12, "H100": 3.35e12, "A100-SXM4-80GB": 2.04e12, "A100": 1.56e12,
+             "L40S": 0.864e12, "RTX 4090": 1.008e12}
+EOS, PAD = 2, 0
+
+
+def build(shape: str, device: str) -> Any:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    spec = SHAPES[shape]["model"]
+    if spec == "tiny":
+        from retrain.models.tiny import ASSETS
+
+        spec = json.loads((ASSETS / "config.json").read_text())
+    raw = dict(spec)
+    config = AutoConfig.for_model(raw.pop("model_type"), **raw)
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config)
+    return model.eval()
+
+
+def prompts(shape: str) -> list[list[int]]:
+    s = SHAPES[shape]
+    return [[3 + (7 * p + 5 * j) % 90 for j in range(PROMPT_LENGTHS[p % len(PROMPT_LENGTHS)])]
+            for p in range(s["prompts"])]
+
+
+def sampler(engine: str, shape: str, device: str) -> tuple[Any, Any]:
+    """(a step that samples the shape once, a function that counts the tokens it made)."""
+    import torch
+
+    from retrain.inference_engine.pytorch.sample import SampleStats, generate
+    from retrain.types import SamplingParams
+
+    model = build(shape, device)
+    s = SHAPES[shape]
+    rows = prompts(shape)
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" else None
+    made: dict[str, Any] = {"tokens": 0, "stats": None}
+
+    def ours(decoder: str, graphs: bool) -> Any:
+        def step() -> None:
+            stats = SampleStats()
+            gen = torch.Generator(device=device).manual_seed(0)
+            with autocast or _null():
+                out = generate(model, rows, s["samples"], SamplingParams(max_tokens=s["tokens"]), [EOS], PAD, gen,
+                               stats=stats, decoder=decoder, cuda_graphs=graphs)
+            made["tokens"] = sum(len(c.token_ids) for g in out for c in g)
+            made["stats"] = stats
+        return step
+
+    def theirs() -> None:
+        width = max(len(r) for r in rows)
+        ids = torch.tensor([[PAD] * (width - len(r)) + r for r in rows], device=device)
+        mask = (torch.arange(width, device=device)[None] >= torch.tensor([width - len(r) for r in rows],
+                                                                          device=device)[:, None]).long()
+        torch.manual_seed(0)
+        with torch.inference_mode(), autocast or _null():
+            out = model.generate(ids, attention_mask=mask, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
+                                 max_new_tokens=s["tokens"], num_return_sequences=s["samples"], eos_token_id=EOS,
+                                 pad_token_id=PAD)
+        new = out[:, width:]
+        ended = (new == EOS).int().cumsum(-1)
+        made["tokens"] = int(((ended == 0) | ((ended == 1) & (new == EOS))).sum())
+
+    step = {"retrain": ours("auto", True), "retrain_no_graphs": ours("auto", False),
+            "retrain_transformers_forward": ours("transformers", True), "generate": theirs}[engine]
+    return step, made
+
+
+def _null() -> Any:
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def worker(engine: str, shape: str) -> None:
+    import torch
+
+    from retrain.process.cpus import cpu_threads
+
+    torch.set_num_threads(cpu_threads(0)[0])
+    step, made = sampler(engine, shape, "cpu")
+    result = measure(step, cuda=False, warmup=1)
+    result["tokens"] = made["tokens"]
+    print(json.dumps(result))
+
+
+def cpu(rounds: int) -> dict[str, Any]:
+    engines = ("retrain", "generate", "retrain_transformers_forward")
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {(e, s): [] for e in engines for s in CPU_SHAPES}
+    for _ in range(rounds):
+        for key in runs:
+            runs[key].append(run_worker(__file__, ["--worker", *key]))
+    results = []
+    for shape in CPU_SHAPES:
+        row: dict[str, Any] = {"shape": shape, "device": "cpu", **{k: SHAPES[shape][k] for k in ("prompts", "samples", "tokens")}}
+        for engine in engines:
+            ok = [r for r in runs[(engine, shape)] if r.get("status") == "ok"]
+            if not ok:
+                row[f"{engine}_error"] = runs[(engine, shape)][-1].get("stderr", "")[-600:]
+                continue
+            rates = sorted(r["tokens"] / r["time_s"] for r in ok)
+            row[f"{engine}_tokens_per_s"] = round(rates[len(rates) // 2], 1)
+            row[f"{engine}_tokens_per_s_runs"] = [round(x, 1) for x in rates]
+            peak = max(int(r["extra_peak_bytes"]) for r in ok)
+            row["peak_bytes" if engine == "retrain" else f"{engine}_peak_bytes"] = peak
+        if "retrain_tokens_per_s" in row and "generate_tokens_per_s" in row:
+            row["speedup_vs_generate"] = round(row["retrain_tokens_per_s"] / row["generate_tokens_per_s"], 2)
+        results.append(row)
+    return {"benchmark": "sampling", "rounds": rounds, "results": results, "environment": environment(False)}
+
+
+def gpu(shapes: list[str]) -> dict[str, Any]:
+    import torch
+
+    name = torch.cuda.get_device_name()
+    peak_bw = next((bw for key, bw in BANDWIDTH.items() if key in name), None)
+    results = []
+    for shape in shapes:
+        row: dict[str, Any] = {"shape": shape, "device": name, **{k: SHAPES[shape][k] for k in ("prompts", "samples", "tokens")}}
+        for engine in ("retrain", "retrain_no_graphs", "generate"):
+            try:
+                step, made = sampler(engine, shape, "cuda")
+                result = measure(step, cuda=True, warmup=1 if engine != "generate" else 0)
+            except Exception as exc:  # one engine failing must not hide the others' figures
+                row[f"{engine}_error"] = f"{type(exc).__name__}: {exc}"[:600]
+                continue
+            rate = made["tokens"] / result["time_s"]
+            row[f"{engine}_tokens_per_s"] = round(rate, 1)
+            row["peak_bytes" if engine == "retrain" else f"{engine}_peak_bytes"] = result["extra_peak_bytes"]
+            stats = made["stats"]
+            if engine == "retrain" and stats is not None:
+                row.update(_bandwidth(shape, stats, peak_bw))
+                row.update({"decoder": stats.decoder, "decoder_note": stats.decoder_note,
+                            "graph_captures": stats.graph_captures, "graph_replays": stats.graph_replays,
+                            "compactions": stats.compactions, "decode_steps": stats.decode_steps,
+                            "prefill_s": round(stats.prefill_s, 4), "decode_s": round(stats.decode_s, 4)})
+            torch.cuda.empty_cache()
+        if "retrain_tokens_per_s" in row and "generate_tokens_per_s" in row:
+            row["speedup_vs_generate"] = round(row["retrain_tokens_per_s"] / row["generate_tokens_per_s"], 2)
+        results.append(row)
+        print(json.dumps(row), file=sys.stderr, flush=True)
+    return {"benchmark": "sampling", "results": results, "peak_bandwidth_bytes_per_s": peak_bw,
+            "environment": environment(True)}
+
+
+def _bandwidth(shape: str, stats: Any, peak_bw: float | None) -> dict[str, Any]:
+    """Bytes the decode steps had to read: the bf16 weights once per step, and each row's
+    keys and values written so far (about half the final cache on average)."""
+    m = SHAPES[shape]["model"]
+    hidden, inter, layers, vocab = m["hidden_size"], m["intermediate_size"], m["num_hidden_layers"], m["vocab_size"]
+    heads, kv, head_dim = m["num_attention_heads"], m["num_key_value_heads"], m["head_dim"]
+    per_layer = hidden * head_dim * (2 * heads + 2 * kv) + 3 * hidden * inter
+    weight_bytes = 2 * (layers * per_layer + vocab * hidden)
+    kv_per_token = 2 * layers * 2 * kv * head_dim
+    columns = SHAPES[shape]["tokens"] + max(PROMPT_LENGTHS)
+    kv_bytes = stats.row_steps * kv_per_token * columns / 2
+    moved = weight_bytes * stats.decode_steps + kv_bytes
+    achieved = moved / stats.decode_s if stats.decode_s > 0 else 0.0
+    return {"weight_bytes": weight_bytes, "achieved_bytes_per_s": round(achieved),
+            "bandwidth_fraction": round(achieved / peak_bw, 4) if peak_bw else None}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpu", action="store_true", help="the GPU shapes on CUDA")
+    parser.add_argument("--shapes", default="", help="comma list (default: all of the device's)")
+    parser.add_argument("--rounds", type=int, default=3, help="CPU rounds (medians)")
+    parser.add_argument("--worker", nargs=2, metavar=("ENGINE", "SHAPE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(*args.worker)
+        return
+    if args.gpu:
+        shapes = [s for s in args.shapes.split(",") if s] or list(GPU_SHAPES)
+        print(json.dumps(gpu(shapes)))
+        return
+    start = time.perf_counter()
+    out = cpu(args.rounds)
+    out["wall_s"] = round(time.perf_counter() - start, 1)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
