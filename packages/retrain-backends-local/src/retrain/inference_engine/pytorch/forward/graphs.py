@@ -54,7 +54,10 @@ class StepGraphs:
             self.step(n)
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
+        # autocast's cast cache would hand the graph tensors freed when autocast exits
+        autocast = torch.autocast("cuda", dtype=torch.get_autocast_dtype("cuda"),
+                                  enabled=torch.is_autocast_enabled("cuda"), cache_enabled=False)
+        with autocast, torch.cuda.graph(graph, pool=self.pool):
             out = self.step(n)
         self.pool = graph.pool()
         self.graphs[n] = (graph, out)
