@@ -161,7 +161,7 @@ def cpu(rounds: int) -> dict[str, Any]:
     return {"benchmark": "sampling", "rounds": rounds, "results": results, "environment": environment(False)}
 
 
-def gpu(shapes: list[str]) -> dict[str, Any]:
+def gpu(shapes: list[str], engines: list[str]) -> dict[str, Any]:
     import torch
 
     name = torch.cuda.get_device_name()
@@ -169,7 +169,7 @@ def gpu(shapes: list[str]) -> dict[str, Any]:
     results = []
     for shape in shapes:
         row: dict[str, Any] = {"shape": shape, "device": name, **{k: SHAPES[shape][k] for k in ("prompts", "samples", "tokens")}}
-        for engine in ("retrain", "retrain_no_graphs", "generate"):
+        for engine in engines:
             try:
                 step, made = sampler(engine, shape, "cuda")
                 result = measure(step, cuda=True, warmup=1 if engine != "generate" else 0)
@@ -217,6 +217,7 @@ def main() -> None:
     parser.add_argument("--gpu", action="store_true", help="the GPU shapes on CUDA")
     parser.add_argument("--shapes", default="", help="comma list (default: all of the device's)")
     parser.add_argument("--rounds", type=int, default=3, help="CPU rounds (medians)")
+    parser.add_argument("--engines", default="retrain,retrain_no_graphs,generate", help="GPU: comma list")
     parser.add_argument("--worker", nargs=2, metavar=("ENGINE", "SHAPE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -224,7 +225,7 @@ def main() -> None:
         return
     if args.gpu:
         shapes = [s for s in args.shapes.split(",") if s] or list(GPU_SHAPES)
-        print(json.dumps(gpu(shapes)))
+        print(json.dumps(gpu(shapes, [e for e in args.engines.split(",") if e])))
         return
     start = time.perf_counter()
     out = cpu(args.rounds)

@@ -348,3 +348,53 @@ def test_on_cuda_the_backend_samples_with_its_default_options(tiny_config) -> No
     assert metrics["engine_decoder"] == "retrain" and metrics["engine_cuda_graph_captures"] > 0
     assert "engine_decoder_note" not in metrics, metrics.get("engine_decoder_note")
     assert all(1 <= len(c.token_ids) <= 16 for g in out for c in g) and backend.model.training
+
+
+@pytest.mark.parametrize("shape", ["qwen3", "qwen2"])
+def test_under_bf16_autocast_the_stacked_products_follow_transformers(shape: str) -> None:
+    """Autocast (how CUDA runs) makes the decoder stack q/k/v and gate/up into single bf16
+    products with the LoRA deltas folded in; on the CPU's autocast that path is checked
+    against transformers' forward under the same autocast."""
+    from peft import LoraConfig, get_peft_model
+
+    model = get_peft_model(model_of(shape), LoraConfig(r=4, lora_alpha=8, target_modules="all-linear"))
+    with torch.no_grad():
+        for name, weight in model.named_parameters():
+            if "lora_B" in name:
+                weight.normal_(0, 0.3, generator=torch.Generator().manual_seed(len(name)))
+    params = SamplingParams(max_tokens=12)
+    runs = {}
+    for decoder in ("retrain", "transformers"):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            runs[decoder] = sample(model, params, decoder=decoder, n=4)
+    ours = [c for g in runs["retrain"] for c in g]
+    theirs = [c for g in runs["transformers"] for c in g]
+    assert sum(a.token_ids == b.token_ids for a, b in zip(ours, theirs, strict=True)) >= 0.75 * len(ours)
+    gaps = [abs(x - y) for a, b in zip(ours, theirs, strict=True) if a.token_ids == b.token_ids
+            for x, y in zip(a.logprobs, b.logprobs, strict=True)]
+    assert max(gaps) < 0.05 and sum(gaps) / len(gaps) < 0.01, (max(gaps), sum(gaps) / len(gaps))
+
+
+def test_the_graphed_step_attending_every_column_equals_the_eager_one() -> None:
+    """A CUDA graph has one shape: its step attends over all columns, the unwritten ones held
+    off by the -inf key mask. The same call on the CPU gives the eager step's logits."""
+    from retrain.inference_engine.pytorch.forward.lean import LeanForward
+    from retrain.inference_engine.pytorch.sample import left_pad
+
+    model = model_of("llama")
+    ids, mask = left_pad(PROMPTS, 0, torch.device("cpu"))
+    expand = torch.repeat_interleave(torch.arange(len(PROMPTS)), 2)
+    eager = LeanForward(model, None, ids, mask, expand, 10)
+    full = LeanForward(model, None, ids, mask, expand, 10)
+    full.graphs = lambda n: full.step_logits(n, full.columns)  # type: ignore[assignment]
+    with torch.inference_mode():
+        a, b = eager.first_logits(), full.first_logits()
+        for step in range(8):
+            token = a.argmax(-1)
+            assert torch.equal(token, b.argmax(-1)) and torch.allclose(a, b, atol=1e-5), step
+            if step == 4:
+                keep = torch.tensor([0, 2, 3, 5])
+                eager.compact(keep)
+                full.compact(keep)
+                token = token[keep]
+            a, b = eager.next_logits(token), full.next_logits(token)

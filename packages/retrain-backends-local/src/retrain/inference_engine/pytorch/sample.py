@@ -11,9 +11,9 @@ Decisions:
 2. The forward is retrain's own (`forward.lean`: a preallocated KV cache, one straight run of
    tensor ops per step, captured as a CUDA graph on a GPU) for the llama family, and
    transformers' (`forward.hf`) for anything else or when asked (`decoder`).
-3. Rows that finish are compacted away once a quarter of the batch has (to a multiple of 8
-   with CUDA graphs, so few sizes are captured); until then they decode pad tokens that are
-   dropped from the result.
+3. Rows that finish are compacted away once a quarter of the batch has; with CUDA graphs
+   once half has, to a multiple of 8 (each new size costs a capture, and a GPU step costs
+   little less with fewer rows). Until then they decode pad tokens, dropped from the result.
 4. Every row draws one uniform per step from its segment's generator, whether it is still
    running or not (`choice.choose`): a row's tokens depend on its own stream only, never on
    which other rows share the batch or when they were compacted.
@@ -37,7 +37,7 @@ import torch
 
 from retrain.inference_engine.pytorch.choice import Choice, choose
 from retrain.inference_engine.pytorch.forward.hf import HFForward
-from retrain.inference_engine.pytorch.forward.lean import LeanForward, LeanModel, Unsupported
+from retrain.inference_engine.pytorch.forward.lean import LeanForward, Unsupported
 from retrain.types import Completion, SamplingParams
 
 DECODERS = ("auto", "retrain", "transformers")
@@ -188,8 +188,8 @@ def make_forward(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, 
     if decoder != "transformers" and use_cache:
         device = ids.device
         try:
-            lean = LeanModel.of(model, autocast_dtype(device))
-            forward = LeanForward(lean, ids, mask, expand, steps, graphs=cuda_graphs and device.type == "cuda")
+            forward = LeanForward(model, autocast_dtype(device), ids, mask, expand, steps,
+                                  graphs=cuda_graphs and device.type == "cuda")
         except Unsupported as why:
             if decoder == "retrain":
                 raise RuntimeError(f"retrain's decoder cannot run this model: {why} (sample_decoder = "
@@ -281,7 +281,7 @@ class _Loop:
                 if live == 0:
                     break
                 size = min(forward.n, -(-live // 8) * 8) if graphed else live
-                if size <= forward.n * 3 // 4:
+                if size <= (forward.n // 2 if graphed else forward.n * 3 // 4):
                     keep = torch.sort(torch.argsort(finished.to(torch.int8), stable=True)[:size]).values
                     self._flush(length, stopped)
                     forward.compact(keep)

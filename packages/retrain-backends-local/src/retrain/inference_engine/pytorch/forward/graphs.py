@@ -3,8 +3,8 @@
 A step of a small model on a GPU is launch-bound: hundreds of kernels that each finish
 faster than Python can issue the next. Captured once per batch size, a step is one replay.
 The first call at a size runs the step eagerly (its result is the step's) and then
-captures: a warm-up on a side stream (CUDA's requirement for capture), then the capture
-itself, which records and does not compute. Every graph of a sampling call shares one
+captures (which records and does not compute); before the first capture of a call, a warm-up
+on a side stream, as CUDA's capture requires. Every graph of a sampling call shares one
 memory pool: sizes only shrink during a call (rows are compacted, never added), so a graph
 is never replayed after a later one was captured.
 
@@ -48,11 +48,12 @@ class StepGraphs:
         return out
 
     def _capture(self, n: int) -> None:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            self.step(n)
-        torch.cuda.current_stream().wait_stream(side)
+        if not self.graphs:  # lazily made state (cuBLAS handles, workspaces) exists before the first capture
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                self.step(n)
+            torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         # autocast's cast cache would hand the graph tensors freed when autocast exits
         autocast = torch.autocast("cuda", dtype=torch.get_autocast_dtype("cuda"),

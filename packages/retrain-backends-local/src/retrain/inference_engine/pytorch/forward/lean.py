@@ -25,7 +25,7 @@ buffers stay where they are, so a graph captured for a prefix size stays valid.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -42,49 +42,106 @@ STATIC_ROPE = frozenset({"default", "linear", "llama3", "yarn"})
 
 
 @dataclass(frozen=True)
-class Proj:
-    """A linear layer as the decoder runs it: base weight and bias in the compute dtype, and
-    each active LoRA adapter's (A, B, scaling)."""
+class Part:
+    """One linear layer as the model holds it: base weight and bias, and each active LoRA
+    adapter's (A, B, scaling)."""
 
     weight: torch.Tensor
     bias: torch.Tensor | None
     loras: tuple[tuple[torch.Tensor, torch.Tensor, float], ...] = ()
-    packed: torch.Tensor | None = None  # the weight in oneDNN's blocked layout (CPU decoding)
+
+
+@dataclass(frozen=True)
+class Linear:
+    """One or several linears of one input as one product: `weight` [sum of outs, in] in the
+    compute dtype (oneDNN-packed when `packed`), `bias`, and every LoRA delta of every part as
+    one low-rank product: `lora_a` [sum of ranks, in], `lora_b` [sum of outs, sum of ranks],
+    block-diagonal over the parts, each adapter's B scaled by its scaling (peft scales the
+    product instead: the same value when the scaling is a power of two, as alpha = 2r makes
+    it, else within one rounding). `sizes` splits the output back into the parts."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+    sizes: tuple[int, ...]
+    dtype: torch.dtype
+    lora_a: torch.Tensor | None = None
+    lora_b: torch.Tensor | None = None
+    packed: bool = False
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.to(self.dtype)
+        if self.packed and x.dim() == 2:
+            y = torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
+        elif self.packed:
+            y = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, x.shape[-1]), self.weight, self.bias,
+                                                   "none", [], "").unflatten(0, x.shape[:-1])
+        else:
+            y = F.linear(x, self.weight, self.bias)
+        if self.lora_a is not None and self.lora_b is not None:
+            y = y + F.linear(F.linear(x, self.lora_a), self.lora_b)
+        return y
+
+    @classmethod
+    def of(cls, parts: Sequence[Part], dtype: torch.dtype, pack_rows: int | None) -> Linear:
+        """`parts` stacked into one product (several parts are only stacked when their weights
+        are copied anyway: cast to the compute dtype, or packed)."""
+        weight = parts[0].weight if len(parts) == 1 else torch.cat([p.weight for p in parts])
+        weight = weight.to(dtype)
+        sizes = tuple(int(p.weight.shape[0]) for p in parts)
+        bias = None
+        if any(p.bias is not None for p in parts):
+            bias = torch.cat([p.bias if p.bias is not None else p.weight.new_zeros(p.weight.shape[0])
+                              for p in parts]).to(dtype)
+        lora_a = lora_b = None
+        ranks = [sum(int(a.shape[0]) for a, _, _ in p.loras) for p in parts]
+        if sum(ranks):
+            lora_a = torch.cat([a for p in parts for a, _, _ in p.loras]).to(dtype)
+            lora_b = weight.new_zeros((sum(sizes), sum(ranks)), dtype=torch.float32)
+            row = col = 0
+            for p, size in zip(parts, sizes, strict=True):
+                for a, b, scaling in p.loras:
+                    lora_b[row:row + size, col:col + a.shape[0]] = b.float() * scaling
+                    col += a.shape[0]
+                row += size
+            lora_b = lora_b.to(dtype)
+        packed = pack_rows is not None and weight.numel() >= PACK_MIN_NUMEL
+        if packed:
+            weight = torch.ops.mkldnn._reorder_linear_weight(weight, pack_rows)
+        return cls(weight, bias, sizes, dtype, lora_a, lora_b, packed)
 
 
 @dataclass(frozen=True)
 class Layer:
     ln1: torch.Tensor
     ln2: torch.Tensor
-    q: Proj
-    k: Proj
-    v: Proj
-    o: Proj
-    gate: Proj
-    up: Proj
-    down: Proj
-    q_norm: torch.Tensor | None
-    k_norm: torch.Tensor | None
+    qkv: tuple[Linear, ...]  # q, k, v stacked into one product, or one each
+    o: Linear
+    gate_up: tuple[Linear, ...]  # gate and up stacked, or one each
+    down: Linear
+    qk_norm: torch.Tensor | None  # [heads + kv heads, head dim]: q_norm's weight, then k_norm's
     act: Callable[[torch.Tensor], torch.Tensor]
-    qkv: Packed | None = None  # q, k, v in one packed product (CPU decoding)
-    gate_up: Packed | None = None  # gate and up in one packed product (CPU decoding)
 
-    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        q, k, v = _linears(x, (self.q, self.k, self.v), self.qkv)
-        return q, k, v
+    def attention_inputs(self, x: torch.Tensor, m: LeanModel) -> tuple[torch.Tensor, torch.Tensor]:
+        """(queries and keys as one [..., heads + kv heads, head dim], values [..., kv heads,
+        head dim]): q and k take the same per-head norm and rotation, so they take them once."""
+        qk_width = (m.heads + m.kv_heads) * m.head_dim
+        if len(self.qkv) == 1:
+            y = self.qkv[0](x)
+            qk, v = y[..., :qk_width], y[..., qk_width:]
+        else:
+            q, k, v = (lin(x) for lin in self.qkv)
+            qk = torch.cat([q, k], dim=-1)
+        qk = qk.unflatten(-1, (m.heads + m.kv_heads, m.head_dim))
+        if self.qk_norm is not None:
+            qk = _rms(qk, self.qk_norm, m.eps)
+        return qk, v.unflatten(-1, (m.kv_heads, m.head_dim))
 
     def mlp(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = _linears(x, (self.gate, self.up), self.gate_up)
-        return _linear(self.act(gate) * up, self.down)
-
-
-@dataclass(frozen=True)
-class Packed:
-    """Several linears of one input as one oneDNN product: their weights stacked and packed
-    once per call (and their biases stacked); each one's LoRA branch stays its own."""
-
-    weight: torch.Tensor
-    bias: torch.Tensor | None
+        if len(self.gate_up) == 1:
+            gate, up = self.gate_up[0](x).split(list(self.gate_up[0].sizes), dim=-1)
+        else:
+            gate, up = (lin(x) for lin in self.gate_up)
+        return self.down(self.act(gate) * up)
 
 
 class Unsupported(Exception):
@@ -96,7 +153,7 @@ class LeanModel:
     embed: torch.Tensor
     layers: list[Layer]
     norm: torch.Tensor
-    head: Proj
+    head: Linear
     rotary: Any  # the model's rotary-embedding module
     heads: int
     kv_heads: int
@@ -104,12 +161,14 @@ class LeanModel:
     eps: float
     scale: float
     dtype: torch.dtype  # compute dtype of the linears and the KV cache
-    max_window: int | None  # the smallest sliding window of any layer (None: all full attention)
 
     @classmethod
-    def of(cls, model: nn.Module, compute_dtype: torch.dtype | None) -> LeanModel:
-        """Views of `model`'s weights (a transformers causal LM, peft-wrapped or not); raises
-        Unsupported naming what does not fit."""
+    def of(cls, model: nn.Module, compute_dtype: torch.dtype | None, *, columns: int,
+           pack_rows: int | None = None) -> LeanModel:
+        """The decoder on `model`'s weights (a transformers causal LM, peft-wrapped or not) for
+        sequences of `columns` tokens; raises Unsupported naming what does not fit. The
+        linears of one input are stacked where their weights are copied anyway (a cast to
+        the compute dtype, or `pack_rows`: oneDNN-packed for that many rows on the CPU)."""
         lm: Any = model.get_base_model() if hasattr(model, "get_base_model") else model
         config: Any = getattr(lm, "config", None)
         family = getattr(config, "model_type", None)
@@ -125,54 +184,42 @@ class LeanModel:
         rope = str(getattr(rotary, "rope_type", "default"))
         if rope not in STATIC_ROPE:
             raise Unsupported(f"rotary type {rope!r}")
+        windows = [int(w) for block in body.layers if (w := getattr(block.self_attn, "sliding_window", None))]
+        if windows and columns > min(windows):
+            raise Unsupported(f"a sliding window of {min(windows)} tokens shorter than the sequence")
         embed = body.embed_tokens.weight
         dtype = compute_dtype or embed.dtype
-        layers, windows = [], []
+        if pack_rows is not None and (embed.device.type != "cpu" or dtype != torch.float32
+                                      or not torch.backends.mkldnn.is_available()):
+            pack_rows = None
+        stack = pack_rows is not None or dtype != embed.dtype
+
+        def linears(*modules: Any) -> tuple[Linear, ...]:
+            parts = [_part(module) for module in modules]
+            if stack:
+                return (Linear.of(parts, dtype, pack_rows),)
+            return tuple(Linear.of([p], dtype, pack_rows) for p in parts)
+
         first = body.layers[0].self_attn
         heads = int(config.num_attention_heads)
         kv_heads = int(config.num_key_value_heads or heads)
         head_dim = _base(first.q_proj).out_features // heads
+        layers = []
         for block in body.layers:
             attn, mlp = block.self_attn, block.mlp
-            window = getattr(attn, "sliding_window", None)
-            if window:
-                windows.append(int(window))
+            qk_norm = None
+            if hasattr(attn, "q_norm"):
+                qk_norm = torch.cat([_norm(attn.q_norm).expand(heads, head_dim),
+                                     _norm(attn.k_norm).expand(kv_heads, head_dim)])
             layers.append(Layer(
                 ln1=_norm(block.input_layernorm), ln2=_norm(block.post_attention_layernorm),
-                q=_proj(attn.q_proj, dtype), k=_proj(attn.k_proj, dtype), v=_proj(attn.v_proj, dtype),
-                o=_proj(attn.o_proj, dtype), gate=_proj(mlp.gate_proj, dtype), up=_proj(mlp.up_proj, dtype),
-                down=_proj(mlp.down_proj, dtype),
-                q_norm=_norm(attn.q_norm) if hasattr(attn, "q_norm") else None,
-                k_norm=_norm(attn.k_norm) if hasattr(attn, "k_norm") else None,
-                act=mlp.act_fn))
-        return cls(embed=embed, layers=layers, norm=_norm(body.norm), head=_proj(lm.lm_head, dtype),
+                qkv=linears(attn.q_proj, attn.k_proj, attn.v_proj), o=linears(attn.o_proj)[0],
+                gate_up=linears(mlp.gate_proj, mlp.up_proj), down=linears(mlp.down_proj)[0],
+                qk_norm=qk_norm, act=mlp.act_fn))
+        return cls(embed=embed, layers=layers, norm=_norm(body.norm), head=linears(lm.lm_head)[0],
                    rotary=rotary, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
                    eps=float(body.norm.variance_epsilon), scale=float(getattr(first, "scaling", head_dim ** -0.5)),
-                   dtype=dtype, max_window=min(windows) if windows else None)
-
-    def packed_for_cpu(self, rows: int) -> LeanModel:
-        """The decoding linears with their weights in oneDNN's blocked layout (CPU, fp32):
-        about 1.2x faster than `F.linear` at a few dozen rows, and equal to it within fp32
-        rounding (another summation order), for a copy of the weights held during the call.
-        Packing costs about one pass over the weights (tens of steps of decoding to pay back)
-        and does not pay on small matrices, which keep `F.linear`."""
-        if self.embed.device.type != "cpu" or self.dtype != torch.float32 or not torch.backends.mkldnn.is_available():
-            return self
-
-        def pack(p: Proj) -> Proj:
-            if p.weight.numel() < PACK_MIN_NUMEL:
-                return p
-            return replace(p, packed=torch.ops.mkldnn._reorder_linear_weight(p.weight, rows))
-
-        def stack(*ps: Proj) -> Packed:
-            biases = [p.bias for p in ps]
-            bias = None if all(b is None for b in biases) else torch.cat(
-                [b if b is not None else p.weight.new_zeros(p.weight.shape[0]) for p, b in zip(ps, biases, strict=True)])
-            return Packed(torch.ops.mkldnn._reorder_linear_weight(torch.cat([p.weight for p in ps]), rows), bias)
-
-        layers = [replace(layer, o=pack(layer.o), down=pack(layer.down), qkv=stack(layer.q, layer.k, layer.v),
-                          gate_up=stack(layer.gate, layer.up)) for layer in self.layers]
-        return replace(self, layers=layers, head=pack(self.head))
+                   dtype=dtype)
 
     def rope_table(self, length: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin [length, head dim] in fp32 for positions 0..length-1 (transformers computes
@@ -183,25 +230,25 @@ class LeanModel:
 
 
 class LeanForward:
-    """The decode loop's forward on LeanModel: `prefill` once, then `step` per token. Rows are
-    the expanded batch (each prompt repeated for its samples)."""
+    """The decode loop's forward on LeanModel: the prompts prefilled once, then one step per
+    token. Rows are the expanded batch (each prompt repeated for its samples)."""
 
-    def __init__(self, lean: LeanModel, ids: torch.Tensor, mask: torch.Tensor, expand: torch.Tensor,
-                 steps: int, *, graphs: bool = False) -> None:
+    def __init__(self, model: nn.Module, compute_dtype: torch.dtype | None, ids: torch.Tensor, mask: torch.Tensor,
+                 expand: torch.Tensor, steps: int, *, graphs: bool = False) -> None:
         """ids, mask [prompts, width] left-padded; expand [rows]: the prompt of each row; `steps`
         decoding steps at most (the cache holds width + steps - 1 columns: the last token
         sampled is never fed back)."""
         device = ids.device
         self.rows, self.width = int(expand.numel()), int(ids.shape[1])
         self.columns = self.width + max(steps - 1, 1)
-        if lean.max_window is not None and self.columns > lean.max_window:
-            raise Unsupported(f"a sliding window of {lean.max_window} tokens shorter than the sequence")
-        self.m = lean.packed_for_cpu(self.rows) if steps >= PACK_MIN_STEPS else lean
-        self.cos, self.sin = lean.rope_table(self.columns, device)
-        self.kv = torch.zeros((len(lean.layers), 2, self.rows, lean.kv_heads, self.columns, lean.head_dim),
-                              dtype=lean.dtype, device=device)
-        self.keys = torch.zeros((self.rows, self.columns), dtype=torch.bool, device=device)
-        self.keys[:, :self.width] = mask.bool()[expand]
+        self.m = m = LeanModel.of(model, compute_dtype, columns=self.columns,
+                                  pack_rows=self.rows if steps >= PACK_MIN_STEPS else None)
+        self.cos, self.sin = m.rope_table(self.columns, device)
+        self.kv = torch.zeros((len(m.layers), 2, self.rows, m.kv_heads, self.columns, m.head_dim),
+                              dtype=m.dtype, device=device)
+        # additive key mask: 0 where a row may attend, -inf on padding and unwritten columns
+        self.bias = torch.full((self.rows, self.columns), float("-inf"), dtype=m.dtype, device=device)
+        self.bias[:, :self.width].masked_fill_(mask.bool()[expand], 0.0)
         positions = (mask.cumsum(-1) - 1).clamp_min(0)
         self.pos = (positions[:, -1] + 1)[expand].clone()
         self.token = torch.zeros(self.rows, dtype=torch.long, device=device)
@@ -224,7 +271,7 @@ class LeanForward:
         n = self.n
         self.token[:n].copy_(token)
         self.column.fill_(self.col)
-        self.keys[:n, self.col] = True
+        self.bias[:n, self.col] = 0.0
         logits = self.graphs(n) if self.graphs is not None else self.step_logits(n, self.col + 1)
         self.pos[:n] += 1
         self.col += 1
@@ -234,7 +281,7 @@ class LeanForward:
         """Rows `keep` (ascending slot indices) move to the front; the rest are dropped."""
         n = int(keep.numel())
         self.kv[:, :, :n] = self.kv[:, :, keep]
-        self.keys[:n] = self.keys[keep]
+        self.bias[:n] = self.bias[keep]
         self.pos[:n] = self.pos[keep]
         self.n = n
 
@@ -246,21 +293,18 @@ class LeanForward:
         g = m.heads // m.kv_heads
         x = F.embedding(self.token[:n], m.embed)
         cos, sin = self.cos[self.pos[:n]][:, None], self.sin[self.pos[:n]][:, None]
-        keys = self.keys[:n, None, None, :upto]
+        bias = self.bias[:n, None, None, :upto]
         for i, layer in enumerate(m.layers):
             kc, vc = self.kv[i, 0, :n], self.kv[i, 1, :n]
-            q, k, v = layer.project(_rms(x, layer.ln1, m.eps))
-            q, k, v = q.view(n, m.heads, m.head_dim), k.view(n, m.kv_heads, m.head_dim), v.view(n, m.kv_heads, m.head_dim)
-            if layer.q_norm is not None and layer.k_norm is not None:
-                q, k = _rms(q, layer.q_norm, m.eps), _rms(k, layer.k_norm, m.eps)
-            q, k = _rope(q, cos, sin), _rope(k, cos, sin)
-            kc.index_copy_(2, self.column, k.to(m.dtype)[:, :, None])
+            qk, v = layer.attention_inputs(_rms(x, layer.ln1, m.eps), m)
+            qk = _rope(qk, cos, sin)
+            kc.index_copy_(2, self.column, qk[:, m.heads:].to(m.dtype)[:, :, None])
             vc.index_copy_(2, self.column, v.to(m.dtype)[:, :, None])
-            a = F.scaled_dot_product_attention(q.to(m.dtype).view(n, m.kv_heads, g, m.head_dim),
-                                               kc[:, :, :upto], vc[:, :, :upto], attn_mask=keys, scale=m.scale)
-            x = x + _linear(a.reshape(n, m.heads * m.head_dim), layer.o)
+            q = qk[:, :m.heads].to(m.dtype).reshape(n, m.kv_heads, g, m.head_dim)
+            a = F.scaled_dot_product_attention(q, kc[:, :, :upto], vc[:, :, :upto], attn_mask=bias, scale=m.scale)
+            x = x + layer.o(a.reshape(n, m.heads * m.head_dim))
             x = x + layer.mlp(_rms(x, layer.ln2, m.eps))
-        return _linear(_rms(x, m.norm, m.eps), m.head)
+        return m.head(_rms(x, m.norm, m.eps))
 
     # -- prefill -------------------------------------------------------------------------------
     def _prefill(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
@@ -292,59 +336,30 @@ class LeanForward:
         attend = (causal[None] & mask.bool()[:, None, :]) | torch.eye(p, dtype=torch.bool, device=ids.device)[None]
         attend = attend[:, None]
         for i, layer in enumerate(m.layers):
-            q, k, v = layer.project(_rms(x, layer.ln1, m.eps))
-            q, k, v = q.view(b, p, m.heads, m.head_dim), k.view(b, p, m.kv_heads, m.head_dim), v.view(b, p, m.kv_heads, m.head_dim)
-            if layer.q_norm is not None and layer.k_norm is not None:
-                q, k = _rms(q, layer.q_norm, m.eps), _rms(k, layer.k_norm, m.eps)
-            q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-            q, k = _rope(q, cos, sin), _rope(k, cos, sin)
-            k, v = k.to(m.dtype), v.to(m.dtype)
+            qk, v = layer.attention_inputs(_rms(x, layer.ln1, m.eps), m)
+            qk = _rope(qk.transpose(1, 2), cos, sin)
+            q, k, v = qk[:, :m.heads].to(m.dtype), qk[:, m.heads:].to(m.dtype), v.transpose(1, 2).to(m.dtype)
             self.kv[i, 0, rows, :, :p] = k[source]
             self.kv[i, 1, rows, :, :p] = v[source]
-            a = F.scaled_dot_product_attention(q.to(m.dtype), k.repeat_interleave(g, dim=1),
-                                               v.repeat_interleave(g, dim=1), attn_mask=attend, scale=m.scale)
-            x = x + _linear(a.transpose(1, 2).reshape(b, p, m.heads * m.head_dim), layer.o)
+            a = F.scaled_dot_product_attention(q, k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1),
+                                               attn_mask=attend, scale=m.scale)
+            x = x + layer.o(a.transpose(1, 2).reshape(b, p, m.heads * m.head_dim))
             x = x + layer.mlp(_rms(x, layer.ln2, m.eps))
-        return _linear(_rms(x[:, -1], m.norm, m.eps), m.head)[source]
+        return m.head(_rms(x[:, -1], m.norm, m.eps))[source]
 
 
 # -- the ops, as transformers writes them ---------------------------------------------------------
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    dtype = x.dtype
-    h = x.float()
-    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * h.to(dtype)
+    """transformers' `weight * (x * rsqrt(mean(x²) + eps)).to(x's dtype)`, the norm in fp32."""
+    if x.dtype == weight.dtype == torch.float32 and weight.dim() == 1:
+        return F.rms_norm(x, (x.shape[-1],), weight, eps)
+    return weight * F.rms_norm(x.float(), (x.shape[-1],), None, eps).to(x.dtype)
 
 
 def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
     rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
     return x * cos + rotated * sin
-
-
-def _linears(x: torch.Tensor, projs: tuple[Proj, ...], packed: Packed | None) -> list[torch.Tensor]:
-    """Each of `projs` applied to x; one packed product for all of them where there is one
-    (decoding on the CPU: x [rows, in]; the prefill's 3-d input runs them one by one)."""
-    if packed is None or x.dim() != 2:
-        return [_linear(x, p) for p in projs]
-    x = x.to(projs[0].weight.dtype)
-    y = torch.ops.mkldnn._linear_pointwise(x, packed.weight, packed.bias, "none", [], "")
-    outs = list(y.split([p.weight.shape[0] for p in projs], dim=-1))
-    for i, p in enumerate(projs):
-        for a, b, scaling in p.loras:
-            outs[i] = outs[i] + F.linear(F.linear(x, a), b) * scaling
-    return outs
-
-
-def _linear(x: torch.Tensor, p: Proj) -> torch.Tensor:
-    x = x.to(p.weight.dtype)
-    if p.packed is not None and x.dim() == 2:
-        y = torch.ops.mkldnn._linear_pointwise(x, p.packed, p.bias, "none", [], "")
-    else:
-        y = F.linear(x, p.weight, p.bias)
-    for a, b, scaling in p.loras:
-        y = y + F.linear(F.linear(x, a), b) * scaling
-    return y
 
 
 # -- reading the transformers / peft module tree ---------------------------------------------------
@@ -361,13 +376,11 @@ def _base(module: Any) -> nn.Linear:
     return base
 
 
-def _proj(module: Any, dtype: torch.dtype) -> Proj:
+def _part(module: Any) -> Part:
     """`module` is an nn.Linear or a peft LoRA layer over one."""
     base = _base(module)
-    weight = base.weight if base.weight.dtype == dtype else base.weight.to(dtype)
-    bias = None if base.bias is None else base.bias.to(dtype)
     if module is base or getattr(module, "merged", False) or getattr(module, "disable_adapters", False):
-        return Proj(weight, bias)
+        return Part(base.weight, base.bias)
     loras: list[tuple[torch.Tensor, torch.Tensor, float]] = []
     for name in module.active_adapters:
         if name not in module.lora_A:
@@ -377,8 +390,8 @@ def _proj(module: Any, dtype: torch.dtype) -> Proj:
         a, b = module.lora_A[name], module.lora_B[name]
         if type(a) is not nn.Linear or type(b) is not nn.Linear or b.bias is not None:
             raise Unsupported(f"adapter {name!r} is not a plain LoRA pair")
-        loras.append((a.weight.to(dtype), b.weight.to(dtype), float(module.scaling[name])))
-    return Proj(weight, bias, tuple(loras))
+        loras.append((a.weight, b.weight, float(module.scaling[name])))
+    return Part(base.weight, base.bias, tuple(loras))
 
 
 #: hooks that act on gradients only, which sampling (inference mode) has none of: retrain's
