@@ -5,8 +5,13 @@ PYTEST ?= $(UV) run pytest
 PACKAGES := retrain-core retrain-kernels retrain-backends-local retrain-backends-tinker \
             retrain-backends-unsloth retrain-envs retrain-cli
 
-.PHONY: setup lint typecheck test test-all docs bench demo clean $(addprefix test-,$(PACKAGES)) test-packages \
-        test-workspace
+# Test tiers (docs/development.md): `slow` tests are deselected by default (pyproject.toml's
+# addopts), so `make test` and every test-<member> run the fast tier; ALL_TIERS selects both.
+ALL_TIERS := -m "slow or not slow"
+PYTEST_ARGS ?=
+
+.PHONY: setup lint typecheck test test-slow test-all docs bench demo clean $(addprefix test-,$(PACKAGES)) \
+        test-packages test-workspace
 
 setup:
 	$(UV) sync --all-packages
@@ -23,20 +28,30 @@ typecheck:
 	$(UV) run mypy --strict packages/retrain-core/src/retrain
 	$(UV) run mypy packages/retrain-cli/src/retrain
 
+# The README's command: the fast tier (every test not marked slow).
 test:
-	$(PYTEST) -n 2
+	$(PYTEST) -n 2 $(PYTEST_ARGS)
+
+# The slow tier alone: training subprocesses, servers, torchrun, Ray, nested pytest, peer venvs.
+test-slow:
+	$(PYTEST) -n 2 -m slow $(PYTEST_ARGS)
+
+# Everything, both tiers.
+test-all:
+	$(PYTEST) -n 2 $(ALL_TIERS) $(PYTEST_ARGS)
 
 # One member's tests with only what it declares installed: its dependencies and its own `dev`
 # group, synced from uv.lock into .venvs/<member> so the workspace's .venv stays whole. A test
-# that imports an undeclared member fails here, not in the workspace run.
+# that imports an undeclared member fails here, not in the workspace run. The fast tier, like
+# `make test`; PYTEST_ARGS='$(ALL_TIERS)' runs the member's slow tests too.
 $(addprefix test-,$(PACKAGES)): test-%:
 	UV_PROJECT_ENVIRONMENT="$(CURDIR)/.venvs/$*" $(UV) sync --package $* --locked --quiet
-	"$(CURDIR)/.venvs/$*/bin/python" -m pytest -n 2 packages/$*/tests
+	"$(CURDIR)/.venvs/$*/bin/python" -m pytest -n 2 $(PYTEST_ARGS) packages/$*/tests
 
 test-packages: $(addprefix test-,$(PACKAGES))
 
 test-workspace:
-	$(PYTEST) tests
+	$(PYTEST) $(PYTEST_ARGS) tests
 
 docs:
 	$(UV) run python scripts/gen_config_docs.py --check

@@ -1,8 +1,12 @@
 """Workspace-wide test settings: nothing reaches a hub, and torch uses one thread per worker
-(pytest-xdist runs two workers on two cores); a fixture that installs a fake distribution."""
+(pytest-xdist runs two workers on two cores); a fixture that installs a fake distribution; and
+a session that ends with a process a test started still running fails, naming it."""
 
+import contextlib
 import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -66,3 +70,162 @@ def install_distribution(tmp_path_factory: pytest.TempPathFactory, monkeypatch: 
     for mod in [m for m, v in sys.modules.items()
                 if any(str(getattr(v, "__file__", None) or "").startswith(str(s)) for s in sites)]:
         del sys.modules[mod]
+
+
+@pytest.fixture(scope="session")
+def build_once(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """build_once(name, build) -> a folder that `build(folder)` filled, once per session.
+
+    For an expensive artefact several tests only read (a trained run, a campaign): under
+    pytest-xdist every worker asks, the first builds it under a lock in the session's shared
+    temporary folder and the others wait and reuse it. A build that failed fails every test
+    that asks, with the first failure's message, without building again."""
+    import fcntl
+    import shutil
+    import traceback
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+    def build(name: str, make) -> Path:  # type: ignore[no-untyped-def]
+        folder, lock = shared / f"shared-{name}", shared / f"shared-{name}.lock"
+        done, failed = folder.with_suffix(".done"), folder.with_suffix(".failed")
+        with open(lock, "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            if not done.exists() and not failed.exists():
+                shutil.rmtree(folder, ignore_errors=True)
+                folder.mkdir()
+                try:
+                    make(folder)
+                except BaseException:
+                    failed.write_text(traceback.format_exc())
+                    raise
+                done.touch()
+        if failed.exists():
+            pytest.fail(f"building the shared {name!r} failed (in another test):\n{failed.read_text()[-4000:]}")
+        return folder
+
+    return build
+
+
+# -- no test leaves a process behind -----------------------------------------------------------
+#
+# The pytest process (xdist's controller under -n) becomes a child subreaper on Linux, so a
+# process a test started and never stopped is re-parented to it when its own parent (a test
+# worker, a double-forking daemon) exits. When the session ends, after every fixture is torn
+# down and every worker has exited, whatever still runs below it is a stray: the session
+# fails naming each one, and each is killed so it outlives the run by seconds, not hours.
+
+_PR_SET_CHILD_SUBREAPER = 36
+_STRAY_GRACE_S = 15.0
+# started by multiprocessing for the life of their parent; they leave with it
+_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+
+
+def _become_subreaper() -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _descendants(root: int) -> dict[int, str]:
+    """pid -> command line of every live (not zombie) process below `root`: psutil where the
+    environment has it, else /proc; {} where neither is available."""
+    try:
+        import psutil
+    except ImportError:
+        psutil = None
+    if psutil is not None:
+        found: dict[int, str] = {}
+        try:
+            children = psutil.Process(root).children(recursive=True)
+        except psutil.Error:
+            return {}
+        for child in children:
+            try:
+                if child.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                found[child.pid] = " ".join(child.cmdline()) or child.name()
+            except psutil.Error:
+                continue
+        return found
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return {}
+    parents: dict[int, list[int]] = {}
+    states: dict[int, str] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()  # after "pid (comm) ": state, ppid, ...
+        states[int(entry.name)] = fields[0]
+        parents.setdefault(int(fields[1]), []).append(int(entry.name))
+    found = {}
+    todo = list(parents.get(root, []))
+    while todo:
+        pid = todo.pop()
+        todo.extend(parents.get(pid, []))
+        if states.get(pid) in ("Z", "X"):
+            continue
+        try:
+            cmdline = (proc / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        found[pid] = cmdline.strip() or f"[{pid}]"
+    return found
+
+
+def _strays() -> dict[int, str]:
+    return {pid: cmd for pid, cmd in _descendants(os.getpid()).items()
+            if not any(helper in cmd for helper in _HELPERS)}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    # Under -n, tests that share an expensive fixture (a trained run, a server) carry one
+    # `xdist_group` mark and go to one worker, so the fixture is built once, not per worker.
+    args = config.invocation_params.args
+    if getattr(config.option, "dist", "no") == "load" and not any(str(a).startswith(("--dist", "-d")) for a in args):
+        config.option.dist = "loadgroup"
+    if not hasattr(config, "workerinput"):  # the controller (or the only process)
+        _become_subreaper()
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int):  # type: ignore[no-untyped-def]
+    result = yield
+    if hasattr(session.config, "workerinput"):
+        return result  # the controller checks, once every worker has exited
+    deadline = time.monotonic() + _STRAY_GRACE_S
+    strays = _strays()
+    while strays and time.monotonic() < deadline:  # processes a teardown signalled may still be exiting
+        time.sleep(0.25)
+        strays = _strays()
+    if not strays:
+        return result
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    lines = [f"{pid}: {cmd[:300]}" for pid, cmd in sorted(strays.items())]
+    message = ("the tests left these processes running (each test must stop what it starts; "
+               "they are killed now):\n  " + "\n  ".join(lines))
+    if reporter is not None:
+        reporter.ensure_newline()
+        reporter.write_sep("=", "stray processes", red=True)
+        reporter.write_line(message)
+    else:
+        print(message, file=sys.stderr)
+    for pid in strays:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    if session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    return result

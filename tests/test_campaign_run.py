@@ -5,12 +5,16 @@ worker killed mid-run; and LoRA-Squeeze on an adapter the campaign trained."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -102,13 +106,19 @@ def manifest(camp: Path) -> dict[str, Any]:
     return json.loads((camp / "manifest.json").read_text())
 
 
-@pytest.fixture(scope="module")
-def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    root = tmp_path_factory.mktemp("campaign")
-    res = retrain(write_campaign(root))
-    assert res.returncode == 0, res.stderr
-    return {"root": root, "camp": root / "camp", "stdout": res.stdout, "stderr": res.stderr,
-            "outputs": outputs(root / "camp")}
+@pytest.fixture(scope="session")
+def campaign(build_once) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """The uninterrupted campaign, built once per session (shared by the xdist workers)."""
+
+    def run(root: Path) -> None:
+        res = retrain(write_campaign(root))
+        (root / "stdout.log").write_text(res.stdout)
+        (root / "stderr.log").write_text(res.stderr)
+        assert res.returncode == 0, res.stderr
+
+    root = build_once("campaign-uninterrupted", run)
+    return {"root": root, "camp": root / "camp", "stdout": (root / "stdout.log").read_text(),
+            "stderr": (root / "stderr.log").read_text(), "outputs": outputs(root / "camp")}
 
 
 def test_campaign_writes_every_run(campaign: dict[str, Any]) -> None:
@@ -243,25 +253,63 @@ def test_ray_executor_matches_local_and_survives_a_killed_worker(campaign: dict[
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("RETRAIN_CRASH_AT", "after_checkpoint@1")
     monkeypatch.setenv("RETRAIN_CRASH_RUN", RUNS[1])
-    # Ray's plasma socket lives under _temp_dir, and a pytest tmp_path (deeper still under
-    # xdist) overruns the 107-byte limit of a Unix socket path
-    temp_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")
-    try:
-        ray.init(num_cpus=2, include_dashboard=False, _temp_dir=temp_dir, object_store_memory=80 << 20,
-                 log_to_driver=False, runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
-        try:
-            with pytest.raises(SystemExit) as exit_:
-                main([str(cfg)])
-            assert exit_.value.code in (0, None)
-        finally:
-            ray.shutdown()
-    finally:
-        shutil.rmtree(temp_dir, ignore_errors=True)
+    with local_ray(ray, monkeypatch, num_cpus=2, include_dashboard=False, object_store_memory=80 << 20,
+                   log_to_driver=False, runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}}):
+        with pytest.raises(SystemExit) as exit_:
+            main([str(cfg)])
+        assert exit_.value.code in (0, None)
     camp = tmp_path / "camp"
     entries = {r["run_name"]: r for r in manifest(camp)["runs"]}
     assert entries[RUNS[1]]["attempts"] == 2 and entries[RUNS[0]]["attempts"] == 1
     assert all(e["status"] == "finished" for e in entries.values())
     assert outputs(camp) == campaign["outputs"]
+
+
+# Ray waits 30 s (hard-coded) for the head's raylet to register and about 30 s for its GCS:
+# on a loaded 2-core machine (two test workers, each training) both can take minutes.
+RAY_START_S = 240
+
+
+@contextlib.contextmanager
+def local_ray(ray: Any, monkeypatch: pytest.MonkeyPatch, **init: Any) -> Iterator[None]:
+    """A local Ray instance for the block: started with waits that fit a loaded 2-core machine,
+    and always shut down, even when it fails to start; any process its start left behind (a
+    GCS or raylet of a head that timed out, a worker) is killed on the way out."""
+    import psutil
+
+    services = ray._private.services
+    get_node = services.get_node
+
+    def patient_get_node(*args: Any, **kwargs: Any) -> Any:
+        deadline = time.monotonic() + RAY_START_S
+        while True:
+            try:
+                return get_node(*args, **kwargs)
+            except RuntimeError:  # the raylet has not registered yet
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
+    monkeypatch.setattr(services, "get_node", patient_get_node)
+    monkeypatch.setenv("RAY_gcs_server_port_wait_time_s", str(RAY_START_S))
+    me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}
+    # Ray's plasma socket lives under _temp_dir, and a pytest tmp_path (deeper still under
+    # xdist) overruns the 107-byte limit of a Unix socket path
+    temp_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")
+    try:
+        ray.init(_temp_dir=temp_dir, **init)
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        left = [p for p in me.children(recursive=True) if p.pid not in before]
+        _, alive = psutil.wait_procs(left, timeout=15)
+        for proc in alive:
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(signal.SIGKILL)
+        psutil.wait_procs(alive, timeout=10)
+        shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 def test_squeeze_of_a_trained_adapter(campaign: dict[str, Any], tmp_path: Path) -> None:

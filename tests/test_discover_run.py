@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from tiny_run import retrain, write_tiny_run
 
 from retrain.io.log import read_jsonl
 
-pytestmark = pytest.mark.slow
+# in this process (tiny_run.retrain, or the trainer itself): seconds, so the fast tier
 
 
 def test_two_step_discover_run(tmp_path: Path) -> None:

@@ -34,12 +34,23 @@ def retrain(cfg: Path, *args: str, env: dict[str, str] | None = None) -> subproc
                           capture_output=True, text=True, timeout=900, check=False)
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    root = tmp_path_factory.mktemp("two_processes")
-    res = retrain(two_process_run(root))
-    assert res.returncode == 0, res.stderr[-3000:]
-    return {"root": root, "stdout": res.stdout, "stderr": res.stderr, **outputs(root)}
+@pytest.fixture(scope="session")
+def reference(build_once) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    """The uninterrupted two-process run, built once per session (shared by the xdist
+    workers) in `run/`, its output beside it."""
+
+    def train(folder: Path) -> None:
+        root = folder / "run"
+        root.mkdir()
+        res = retrain(two_process_run(root))
+        (folder / "stdout.log").write_text(res.stdout)
+        (folder / "stderr.log").write_text(res.stderr)
+        assert res.returncode == 0, res.stderr[-3000:]
+
+    folder = build_once("distributed-run-uninterrupted", train)
+    root = folder / "run"
+    return {"root": root, "stdout": (folder / "stdout.log").read_text(),
+            "stderr": (folder / "stderr.log").read_text(), **outputs(root)}
 
 
 def test_two_processes_write_one_run_directory(reference: dict[str, object]) -> None:

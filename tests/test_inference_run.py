@@ -20,7 +20,8 @@ from serving import Served, start_server
 from retrain.io.log import read_jsonl
 from retrain.training.telemetry import WALL_CLOCK_FIELDS
 
-pytestmark = pytest.mark.slow
+# the module's `retrain serve`: its tests go to one xdist worker, which starts it once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("inference-run-server")]
 
 REWARD = '''
 def score(response, reference):

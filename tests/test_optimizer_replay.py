@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from tiny_run import retrain, write_tiny_run
 
 from retrain.io.log import read_jsonl
 
-pytestmark = pytest.mark.slow
+# in this process (tiny_run.retrain, or the trainer itself): seconds, so the fast tier
 
 
 def replay_config(root: Path, name: str, manifest: str, pins: dict[str, str], lr: float = 1e-2) -> Path:

@@ -32,11 +32,10 @@ def uv(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -> str:
     return proc.stdout
 
 
-@pytest.fixture(scope="module")
-def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    uv("build", "--all-packages", "--wheel", "--out-dir", str(out), "--quiet")
-    return out
+@pytest.fixture(scope="session")
+def wheels(build_once) -> Path:  # type: ignore[no-untyped-def]
+    """Built once per session, whichever xdist worker asks first."""
+    return build_once("wheels", lambda out: uv("build", "--all-packages", "--wheel", "--out-dir", str(out), "--quiet"))
 
 
 def test_one_wheel_per_distribution_holding_only_its_files(wheels: Path) -> None:
@@ -81,6 +80,7 @@ def test_cli_and_core_wheels_alone_explain_the_demo(wheels: Path, tmp_path: Path
     assert "retrain-backends-local" in proc.stdout + proc.stderr  # says what would run it
 
 
+@pytest.mark.xdist_group("txserver")  # with the other users of the session's test server
 def test_cli_and_tinker_backend_install_without_torch_and_train(wheels: Path, tmp_path: Path,
                                                                 tx_server: TxServer) -> None:
     venv = tmp_path / "venv"

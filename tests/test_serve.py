@@ -14,7 +14,8 @@ import pytest
 import torch
 from serving import Served, start_server
 
-pytestmark = pytest.mark.slow
+# one `retrain serve` for the module: its tests go to one xdist worker, which starts it once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("retrain-serve")]
 KEY = "s3cret-test-key"
 
 

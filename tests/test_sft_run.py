@@ -2,7 +2,10 @@
 on 256 generated arithmetic prompt/completion rows for 60 steps more than halves the loss and
 writes a `from_pretrained`-loadable final model; SIGKILL mid-run followed by --resume writes
 the same rows and the same final weights as the uninterrupted run; a wrong row pin is refused
-naming the key before the model loads."""
+naming the key before the model loads.
+
+The runs go through the command in this process (tiny_run.retrain), the fast tier; only the
+run that is SIGKILLed needs a process of its own, and that test is slow."""
 
 from __future__ import annotations
 
@@ -15,11 +18,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from tiny_run import retrain as retrain_here
 
 from retrain.io.log import read_jsonl
 from retrain.training.telemetry import WALL_CLOCK_FIELDS
-
-pytestmark = pytest.mark.slow
 
 STEPS = 60
 
@@ -67,12 +69,15 @@ def rows(root: Path) -> list[dict[str, object]]:
             for r in read_jsonl(root / "logs" / "metrics.jsonl")]
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("sft")
-    res = retrain(write_run(root))
-    assert res.returncode == 0, res.stderr
-    return root
+@pytest.fixture(scope="session")
+def reference(build_once) -> Path:  # type: ignore[no-untyped-def]
+    """The uninterrupted run, built once per session (shared by the xdist workers)."""
+
+    def train(root: Path) -> None:
+        res = retrain_here(write_run(root))
+        assert res.returncode == 0, res.stderr
+
+    return build_once("sft-run-uninterrupted", train)
 
 
 def test_sft_learns_and_writes_a_loadable_model(reference: Path) -> None:
@@ -104,12 +109,13 @@ def test_sft_learns_and_writes_a_loadable_model(reference: Path) -> None:
     assert state_file["checkpoint_name"] == "final" and state_file["sft_step"] == STEPS - 1
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_is_bit_identical(reference: Path, tmp_path: Path) -> None:
     cfg = write_run(tmp_path)
     killed = retrain(cfg, crash="sft_after_step@29")  # after step 29's row, 10 steps past checkpoint 20
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert len(read_jsonl(tmp_path / "logs" / "metrics.jsonl")) == 30
-    resumed = retrain(cfg, "--resume", str(tmp_path / "logs"))
+    resumed = retrain_here(cfg, "--resume", str(tmp_path / "logs"))
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming from" in resumed.stdout + resumed.stderr
     assert rows(tmp_path) == rows(reference)
@@ -118,11 +124,11 @@ def test_sigkill_then_resume_is_bit_identical(reference: Path, tmp_path: Path) -
 
 
 def test_row_pin_is_refused_by_name(tmp_path: Path) -> None:
-    res = retrain(write_run(tmp_path, sft_data_rows=999))
+    res = retrain_here(write_run(tmp_path, sft_data_rows=999))
     assert res.returncode == 2
     assert "sft_data_rows" in res.stderr and "999" in res.stderr and "256" in res.stderr
     assert "Traceback" not in res.stderr and not (tmp_path / "logs").exists()
-    res = retrain(write_run(tmp_path, sft_data_sha256="0" * 64))
+    res = retrain_here(write_run(tmp_path, sft_data_sha256="0" * 64))
     assert res.returncode == 2 and "sft_data_sha256" in res.stderr
 
 
@@ -161,7 +167,7 @@ custom_function = "score"
 [logging]
 log_dir = "{tmp_path / 'logs'}"
 """)
-    res = retrain(cfg)
+    res = retrain_here(cfg)
     assert res.returncode == 0, res.stderr
     warm = [r for r in read_jsonl(tmp_path / "logs" / "metrics.jsonl") if r.get("phase") == "sft"]
     assert [r["step"] for r in warm] == [0, 1]

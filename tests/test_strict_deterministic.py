@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tiny_run import retrain, write_tiny_run
+from tiny_run import retrain_process as retrain  # strict mode is process-wide: a process of its own
+from tiny_run import write_tiny_run
 
 from retrain.io.log import read_jsonl
 

@@ -3,7 +3,11 @@
 metrics.jsonl; a run killed after a checkpoint and resumed logs exactly what an uninterrupted
 run logs (weights and Adam state restored by the service, sampling seeds from the batch); the
 final adapter is downloaded and loads with peft on the tiny model, reproducing the server's
-logprobs; no file of a run holds the API key."""
+logprobs; no file of a run holds the API key.
+
+Tiers: one run on the service (shared by the module) and what it logs are the fast tier's
+end-to-end run of this member; the crash, resume, eval and download on top of it are slow.
+Every test of the session's server runs on one xdist worker, which starts it once."""
 
 from __future__ import annotations
 
@@ -18,20 +22,36 @@ from txserver.server import API_KEY, TxServer
 
 from retrain.io.log import read_jsonl
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.xdist_group("txserver")
 
-def test_run_trains_resumes_exactly_and_downloads_a_peft_adapter(tx_server: TxServer, tmp_path: Path) -> None:
-    straight, killed = tmp_path / "straight", tmp_path / "killed"
-    straight.mkdir()
-    killed.mkdir()
-    done = retrain(write_run(straight, tx_server))
+
+@pytest.fixture(scope="module")
+def straight(tx_server: TxServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An uninterrupted run on the service: 4 steps, evaluating every 2."""
+    root = tmp_path_factory.mktemp("straight")
+    done = retrain(write_run(root, tx_server))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return root
+
+
+def test_run_trains_on_the_service(straight: Path) -> None:
     rows = read_jsonl(straight / "logs" / "metrics.jsonl")
     assert [r["step"] for r in rows] == [0, 1, 2, 3]
     assert any(r["mean_reward"] > 0 for r in rows) and any(r["num_datums"] > 0 for r in rows)
     trained = [r for r in rows if not r["skipped"]]
     assert trained and all(r["tinker/forward_backward_s"] > 0 and r["tinker/optim_step_s"] > 0 for r in trained)
     assert all(r["tinker/sample_s"] > 0 for r in rows)
+    assert [r["step"] for r in read_jsonl(straight / "logs" / "eval.jsonl")] == [2, 4]
+    assert (straight / "adapters" / "final" / "tinker_adapter.json").is_file()
+    assert_no_key(straight)
+
+
+@pytest.mark.slow
+def test_run_trains_resumes_exactly_and_downloads_a_peft_adapter(tx_server: TxServer, straight: Path,
+                                                                  tmp_path: Path) -> None:
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    rows = read_jsonl(straight / "logs" / "metrics.jsonl")
 
     cfg = write_run(killed, tx_server)
     crashed = retrain(cfg, crash="after_checkpoint@1")
@@ -67,6 +87,7 @@ def test_run_trains_resumes_exactly_and_downloads_a_peft_adapter(tx_server: TxSe
     assert_no_key(straight, killed)
 
 
+@pytest.mark.slow
 def test_doctor_asks_the_service_what_it_serves(tx_server: TxServer, tmp_path: Path) -> None:
     cfg = write_run(tmp_path, tx_server, eval_every=0)
     doctor = retrain(cfg, "--json", command="doctor", timeout=300)

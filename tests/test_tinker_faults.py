@@ -17,7 +17,8 @@ from txserver.server import TxServer
 from retrain.io.log import read_jsonl
 from retrain.training.state import read_state
 
-pytestmark = pytest.mark.slow
+# every test of the session server (tx_server) runs on one xdist worker, which starts it once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("txserver")]
 
 
 def test_429_bursts_and_slow_answers_are_retried(tx_server: TxServer, tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from retrain.io.log import read_jsonl
 from retrain.training.console import SilentReporter
 from retrain.training.trainer import train
 
-pytestmark = pytest.mark.slow
+# in this process (tiny_run.retrain, or the trainer itself): seconds, so the fast tier
 
 REWARD = '''
 def score(response, reference):

@@ -12,7 +12,7 @@ from tiny_run import retrain, write_tiny_run
 
 from retrain.io.log import read_jsonl
 
-pytestmark = pytest.mark.slow
+# in this process (tiny_run.retrain, or the trainer itself): seconds, so the fast tier
 
 
 def run(root: Path, full: bool, kl_coef: float) -> list[dict[str, object]]:

@@ -2,7 +2,14 @@
 including SIGKILL at chosen points followed by --resume: the resumed run's logs (held-out
 evaluations included) and final adapter must be bit-identical to an uninterrupted run's
 (wall-clock fields aside). The run evaluates after every step; the same run without `[eval]`
-trains identically."""
+trains identically.
+
+Tiers: the uninterrupted run is built once per session (shared by the xdist workers) and the
+tests that only read it are the fast tier's end-to-end training run through the real command
+(core, kernels, the local backend, the CLI); every test that trains again is slow. A run that
+is SIGKILLed runs in a process of its own; the resume that follows (and the run without
+`[eval]`) runs the same command in the test's process, which is what it compares, not the
+process, and saves a new interpreter's imports each time."""
 
 from __future__ import annotations
 
@@ -14,11 +21,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from tiny_run import retrain as retrain_here
 
 from retrain.io.log import read_jsonl
 from retrain.training.telemetry import WALL_CLOCK_FIELDS
-
-pytestmark = pytest.mark.slow
 
 REWARD = '''
 def score(response, reference):
@@ -93,12 +99,17 @@ def outputs(root: Path) -> dict[str, object]:
     }
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    root = tmp_path_factory.mktemp("uninterrupted")
-    res = retrain(write_run(root))
-    assert res.returncode == 0, res.stderr
-    return {"root": root, "stdout": res.stdout, **outputs(root)}
+@pytest.fixture(scope="session")
+def reference(build_once) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    """The uninterrupted run, built once per session: what the crash matrix resumes to."""
+
+    def train(root: Path) -> None:
+        res = retrain(write_run(root))
+        (root / "stdout.log").write_text(res.stdout)
+        assert res.returncode == 0, res.stderr
+
+    root = build_once("training-run-uninterrupted", train)
+    return {"root": root, "stdout": (root / "stdout.log").read_text(), **outputs(root)}
 
 
 def test_run_writes_the_run_directory(reference: dict[str, object]) -> None:
@@ -139,9 +150,10 @@ def test_run_evaluates_held_out_problems(reference: dict[str, object]) -> None:
     assert "held-out" in str(reference["stdout"]) and "evaluation time" in str(reference["stdout"])
 
 
+@pytest.mark.slow
 def test_evaluation_does_not_change_training(reference: dict[str, object], tmp_path: Path) -> None:
     """The same run without [eval]: every training row and the final adapter are identical."""
-    res = retrain(write_run(tmp_path, evaluation=None))
+    res = retrain_here(write_run(tmp_path, evaluation=None))
     assert res.returncode == 0, res.stderr
     got = outputs(tmp_path)
     assert not got["eval"] and not (tmp_path / "logs" / "eval.jsonl").exists()
@@ -188,6 +200,7 @@ def test_rerun_refuses_to_overwrite(reference: dict[str, object]) -> None:
     assert check.returncode == 1 and "run_finished" in check.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("crash", [
     "after_step@0",             # before any checkpoint: resume starts over
     "warmup_after_checkpoint@1",  # during the SFT warmup
@@ -205,7 +218,7 @@ def test_sigkill_then_resume_is_bit_identical(reference: dict[str, object], tmp_
                            capture_output=True, text=True, timeout=120, check=False)
     assert check.returncode == 0, check.stdout + check.stderr
     assert json.loads(check.stdout)["ok"] is True
-    resumed = retrain(cfg, "--resume", str(tmp_path / "logs"))
+    resumed = retrain_here(cfg, "--resume", str(tmp_path / "logs"))
     assert resumed.returncode == 0, resumed.stderr
     got = outputs(tmp_path)
     for key in ("metrics", "steps", "generations", "eval", "eval_problems"):
@@ -216,6 +229,7 @@ def test_sigkill_then_resume_is_bit_identical(reference: dict[str, object], tmp_
     assert summary and summary == [line for line in resumed.stdout.splitlines() if "mean reward" in line]
 
 
+@pytest.mark.slow
 def test_wandb_offline_logging(tmp_path: Path) -> None:
     cfg = write_run(tmp_path, max_steps=2, sft_warmup_steps=1, save_every=0)
     cfg.write_text(cfg.read_text() + 'wandb_project = "retrain-test"\nwandb_tags = "a,b"\n')

@@ -1,10 +1,17 @@
 """A one-file run of the tiny model on CPU, written and run as a user would (`retrain FILE`):
-the shared setup of the workspace tests of the other trainers and detectors."""
+the shared setup of the workspace tests of the other trainers and detectors.
+
+`retrain` runs the command in this process (the real entry point, arguments, exit status and
+output, without a new interpreter's ~15 s of imports: these tests are about what the trainer
+does, not about the process); `retrain_process` runs it in a subprocess."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import random
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -52,7 +59,58 @@ log_dir = "{root / name / 'logs'}"
     return cfg
 
 
+ENV = {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def retrain_process(cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`retrain ARGS CFG` in a new process, from CFG's folder."""
+    return subprocess.run([sys.executable, "-m", "retrain.cli", *args, str(cfg)], cwd=cfg.parent,
+                          env={**os.environ, **ENV}, capture_output=True, text=True, timeout=900, check=False)
+
+
 def retrain(cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "retrain.cli", *args, str(cfg)], cwd=cfg.parent, env=env,
-                          capture_output=True, text=True, timeout=900, check=False)
+    """`retrain ARGS CFG` in this process, from CFG's folder: its exit status and what it
+    printed, as `retrain_process` returns them. The process is left as it was found: working
+    folder, sys.path, environment, modules imported from CFG's folder (a custom reward),
+    torch's thread count, deterministic-algorithms switch and the RNG states, the kernels'
+    mode."""
+    import numpy as np
+    import torch
+
+    from retrain.cli import main
+
+    root = cfg.parent.resolve()
+    saved_cwd, saved_path, saved_env, saved_modules = os.getcwd(), list(sys.path), dict(os.environ), set(sys.modules)
+    threads = torch.get_num_threads()
+    deterministic = (torch.are_deterministic_algorithms_enabled(),
+                     torch.is_deterministic_algorithms_warn_only_enabled())
+    rng = (torch.get_rng_state(), np.random.get_state(), random.getstate())
+    kernels = sys.modules.get("retrain.kernels.accelerators")
+    mode = kernels.get_kernel_mode() if kernels is not None else None
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    try:
+        os.chdir(root)
+        os.environ.update(ENV)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main([*args, str(cfg)])
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        os.chdir(saved_cwd)
+        sys.path[:] = saved_path
+        os.environ.clear()
+        os.environ.update(saved_env)
+        for name in set(sys.modules) - saved_modules:
+            if str(getattr(sys.modules[name], "__file__", None) or "").startswith(str(root)):
+                del sys.modules[name]
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
+        torch.set_rng_state(rng[0])
+        np.random.set_state(rng[1])
+        random.setstate(rng[2])
+        kernels = sys.modules.get("retrain.kernels.accelerators")
+        if kernels is not None:
+            kernels.set_kernel_mode(mode or "auto")
+    return subprocess.CompletedProcess(["retrain", *args, str(cfg)], code, out.getvalue(), err.getvalue())

@@ -2,7 +2,11 @@
 against a verifiers taskset installed from this test tree (single-turn boxed sums) and a real
 OpenEnv game server on 127.0.0.1; rewards, per-reward metrics and turn counts reach
 metrics.jsonl; the single-turn run resumes after SIGKILL bit-identically; the guess fixture's
-own vf.Env (verifiers multi-turn) trains through verifiers' machinery."""
+own vf.Env (verifiers multi-turn) trains through verifiers' machinery.
+
+Tiers: the single-turn run (built once per session) and the tests that only read it, with the
+one-line refusals of an unreachable server and of max_turns, are the fast tier's end-to-end
+run of this member; every other run (game servers, resumes, multi-turn) is slow."""
 
 from __future__ import annotations
 
@@ -25,8 +29,6 @@ from retrain_fixture_guess.taskset import BREVITY_WEIGHT
 
 from retrain.io.log import read_jsonl
 from retrain.training.telemetry import WALL_CLOCK_FIELDS
-
-pytestmark = pytest.mark.slow
 
 
 def write_run(root: Path, environment: str, **training: object) -> Path:
@@ -70,12 +72,13 @@ def deterministic(root: Path) -> dict[str, object]:
             "adapter": (root / "adapters" / "final" / "adapter_model.safetensors").read_bytes()}
 
 
-@pytest.fixture(scope="module")
-def single_turn(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("verifiers")
-    res = retrain(write_run(root, SINGLE))
-    assert res.returncode == 0, res.stderr
-    return root
+@pytest.fixture(scope="session")
+def single_turn(build_once) -> Path:  # type: ignore[no-untyped-def]
+    def train(root: Path) -> None:
+        res = retrain(write_run(root, SINGLE))
+        assert res.returncode == 0, res.stderr
+
+    return build_once("envs-verifiers-single-turn", train)
 
 
 def test_verifiers_single_turn_trains_on_the_tasksets_rewards(single_turn: Path) -> None:
@@ -93,6 +96,7 @@ def test_verifiers_single_turn_trains_on_the_tasksets_rewards(single_turn: Path)
     assert gens and "+" in str(gens[0]["prompt"])
 
 
+@pytest.mark.slow
 def test_verifiers_single_turn_resumes_bit_identically(single_turn: Path, tmp_path: Path) -> None:
     cfg = write_run(tmp_path, SINGLE)
     killed = retrain(cfg, crash="after_checkpoint@1")
@@ -108,6 +112,7 @@ def openenv_section(url: str, **args: object) -> str:
     return f'provider = "openenv"\nid = "{url}"\nrollout_env_workers = 8\nargs = {{{table}}}'
 
 
+@pytest.mark.slow
 def test_openenv_multi_turn_trains_and_logs_turns(tmp_path: Path) -> None:
     with game_server() as url:
         res = retrain(write_run(tmp_path, openenv_section(url), max_tokens=6))
@@ -126,6 +131,7 @@ def test_openenv_multi_turn_trains_and_logs_turns(tmp_path: Path) -> None:
     assert any("[user]" in str(g["completion"]) for g in gens), "the generations log shows no transcript"
 
 
+@pytest.mark.slow
 def test_openenv_with_tl_grpo_and_echo(tmp_path: Path) -> None:
     with game_server() as url:
         cfg = write_run(tmp_path, openenv_section(url), max_steps=2, max_tokens=6, save_every=1, tl_grpo=True,
@@ -141,6 +147,7 @@ def test_openenv_with_tl_grpo_and_echo(tmp_path: Path) -> None:
     assert state["environment"]["tl_grpo_ema"] == rows[-1]["tl_grpo/ema"]
 
 
+@pytest.mark.slow
 def test_openenv_survives_a_server_that_dies_and_comes_back(tmp_path: Path) -> None:
     with game_server(supervise=True, GUESS_DIE_AFTER="5", GUESS_DIED_FLAG=str(tmp_path / "died")) as url:
         # a restart imports openenv-core again: seconds on a loaded machine, hence the patience
@@ -153,6 +160,7 @@ def test_openenv_survives_a_server_that_dies_and_comes_back(tmp_path: Path) -> N
     assert all(r["env/episodes"] + r["env/dropped_episodes"] == 8.0 for r in rows)
 
 
+@pytest.mark.slow
 def test_openenv_times_out_a_slow_server_and_retries(tmp_path: Path) -> None:
     with game_server(GUESS_SLOW_EVERY="3", GUESS_SLOW_S="5") as url:
         res = retrain(write_run(tmp_path, openenv_section(url, message_timeout_s=1, retry_backoff_s=0.1),
@@ -162,6 +170,7 @@ def test_openenv_times_out_a_slow_server_and_retries(tmp_path: Path) -> None:
     assert row["env/retries"] > 0
 
 
+@pytest.mark.slow
 def test_openenv_server_that_stays_down_stops_the_run_with_one_line(tmp_path: Path) -> None:
     with game_server(GUESS_DIE_AFTER="3") as url:
         res = retrain(write_run(tmp_path, openenv_section(url, retries=1, retry_backoff_s=0.1, connect_timeout_s=2),
@@ -183,6 +192,7 @@ MULTI = ('provider = "verifiers"\nid = "retrain-fixture-guess"\nmax_turns = 3\nr
          'args = {num_tasks = 8}')
 
 
+@pytest.mark.slow
 def test_verifiers_multi_turn_trains_through_the_envs_own_run(tmp_path: Path) -> None:
     """The guess fixture's own vf.Env plays every episode (its harness program in a subprocess,
     the policy behind retrain's token-in/token-out endpoint); the datums hold each turn's
@@ -208,7 +218,14 @@ def test_verifiers_multi_turn_trains_through_the_envs_own_run(tmp_path: Path) ->
     assert any("[user] higher" in str(g["completion"]) or "[user] lower" in str(g["completion"]) for g in gens)
 
 
-def test_verifiers_single_turn_taskset_refuses_max_turns(tmp_path: Path) -> None:
-    res = retrain(write_run(tmp_path, SINGLE + "\nmax_turns = 2"))
-    assert res.returncode == 2
-    assert "[environment] max_turns" in res.stderr and "single-turn" in res.stderr and "Traceback" not in res.stderr
+def test_verifiers_single_turn_taskset_refuses_max_turns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The command in this process: the refusal is the subject, not the process."""
+    from retrain.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        main([str(write_run(tmp_path, SINGLE + "\nmax_turns = 2"))])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert "[environment] max_turns" in err and "single-turn" in err and "Traceback" not in err
