@@ -8,7 +8,9 @@ from typing import Any
 
 import torch
 
+from retrain.models.deferred import deferred_optional_imports
 from retrain.models.quiet import import_model_classes
+from retrain.models.source import ModelUnavailable
 from retrain.models.tiny import ASSETS, is_tiny
 
 
@@ -34,7 +36,8 @@ def load_tokenizer(spec: ModelSpec) -> Any:
 def load_model(spec: ModelSpec, *, seed: int, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     """The model in eval-free default state on the CPU. `tiny` is initialised from `seed` with
     a private generator state, so loading it never disturbs the caller's RNG streams."""
-    import_model_classes()
+    with deferred_optional_imports():
+        import_model_classes()
     from transformers import AutoConfig, AutoModelForCausalLM
 
     if is_tiny(spec.name):
@@ -47,6 +50,10 @@ def load_model(spec: ModelSpec, *, seed: int, dtype: torch.dtype = torch.float32
             model = AutoModelForCausalLM.from_config(config, dtype=dtype)
         return model
     # the hub's download and loading bars stay: a real checkpoint can take minutes to arrive
-    return AutoModelForCausalLM.from_pretrained(spec.name, revision=spec.revision or None,
-                                                local_files_only=spec.local_files_only,
-                                                trust_remote_code=spec.trust_remote_code, dtype=dtype)
+    try:
+        return AutoModelForCausalLM.from_pretrained(spec.name, revision=spec.revision or None,
+                                                    local_files_only=spec.local_files_only,
+                                                    trust_remote_code=spec.trust_remote_code, dtype=dtype)
+    except (OSError, ValueError, KeyError) as exc:  # missing, unreachable, or an architecture transformers lacks
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelUnavailable(f"[model] model = {spec.name!r} cannot be loaded: {reason}") from None

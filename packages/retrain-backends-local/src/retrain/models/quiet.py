@@ -4,6 +4,10 @@
   installed; torchao registers two enums as pytree constants, and torch logs a deprecation
   warning for each through the `torch.utils._pytree` logger. The warning is addressed to
   torchao's authors. Only those two records are dropped, only during that import.
+- peft imports bitsandbytes when it is installed; on a CPU with AVX512-BF16, bitsandbytes
+  looks for an optional 4-bit kernel from the `kernels` hub package and, without it, logs
+  "Failed to load CPU gemm_4bit_forward from kernels-community" (retrain loads no 4-bit
+  models on the CPU). That one record is dropped, only during that import.
 - `save_pretrained` draws a "Writing model shards" tqdm bar at every checkpoint, through the
   run's own progress. Bars are switched off around the call and back on after, so code around
   retrain keeps its own settings. Loading a hub checkpoint keeps its bars: the download can
@@ -18,6 +22,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 ENUM_REGISTRATION = "is an Enum subclass and is now natively supported"
+BNB_CPU_LOGGER = "bitsandbytes.backends.cpu.ops"
+BNB_CPU_KERNEL = "Failed to load CPU gemm_4bit_forward from kernels-community"
 
 
 class _DropMessage(logging.Filter):
@@ -43,9 +49,12 @@ def dropped_log_records(logger: str, text: str) -> Iterator[None]:
 
 def import_model_classes() -> None:
     """Import transformers' model classes (and torchao through them) without torch's enum
-    registration warnings. Idempotent: later imports, peft's included, find them loaded."""
+    registration warnings, and peft (and bitsandbytes through it) without bitsandbytes'
+    note about an optional CPU kernel. Idempotent: later imports find them loaded."""
     with dropped_log_records("torch.utils._pytree", ENUM_REGISTRATION):
         import transformers.modeling_utils  # noqa: F401
+    with dropped_log_records(BNB_CPU_LOGGER, BNB_CPU_KERNEL):
+        import peft  # noqa: F401
 
 
 @contextmanager

@@ -6,6 +6,10 @@ from retrain.config.schema import TrainConfig
 
 
 def create_backend(config: TrainConfig) -> object:
+    from retrain.models.source import require_model
+
+    m = config.model
+    require_model(m.model, m.revision, m.local_files_only)  # before torch is imported
     from retrain.backends.local.backend import LocalBackend
 
     return LocalBackend(config)
