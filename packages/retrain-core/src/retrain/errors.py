@@ -14,3 +14,10 @@ class UserError(Exception):
     def __init__(self, message: str = "", *, hint: str = "") -> None:
         self.hint = hint
         super().__init__(message)
+
+
+class RunStopped(UserError):
+    """A run that stopped itself by a limit the user set (the reward-error budget): a
+    checkpoint is saved and the run can resume. The CLI exits with `exit_code`."""
+
+    exit_code = 3

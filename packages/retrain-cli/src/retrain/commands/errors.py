@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 import typer
 
 from retrain.config.errors import ConfigError
-from retrain.errors import UserError
+from retrain.errors import RunStopped, UserError
 
 
 class CommandFailed(Exception):
@@ -48,6 +48,11 @@ def guarded(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return fn(*args, **kwargs)
     except ConfigError as exc:
         report_config_error(exc)
+    except RunStopped as exc:  # a run that stopped itself, saved: its own line and status
+        print(f"retrain: {exc}", file=sys.stderr)
+        if exc.hint:
+            print(f"  {exc.hint}", file=sys.stderr)
+        raise typer.Exit(exc.exit_code) from None
     except UserError as exc:
         fail(str(exc), hint=exc.hint)
     except CommandFailed as exc:

@@ -1,7 +1,9 @@
 """Text rendering of a status report: a banner, campaign matrices, one line per standalone run.
 
 Progress is shown as steps done (`step + 1` of the last row, 0-based) out of max_steps;
-`pass@1=0.700@400` is the latest held-out pass@1, measured after 400 RL steps.
+`pass@1=0.700@400` is the latest held-out pass@1, measured after 400 RL steps. A campaign
+matrix cell is the run's matrix number (held-out pass@1 or final reward, see status.scan)
+with its state, and each condition ends with the mean ± std over its finished seeds.
 """
 
 from __future__ import annotations
@@ -10,11 +12,20 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from retrain.status.scan import STATES, CampaignSummary, RunSummary, StatusReport
+from retrain.status.scan import (
+    PASS_AT_1,
+    STATES,
+    CampaignSummary,
+    CellStats,
+    RunSummary,
+    StatusReport,
+)
 
 LABEL_WIDTH = 30
 CAMPAIGN_STATUSES = ("running", "partial", "done", "dead")
-LEGEND = "✓ finished   ✗ failed/dead   ~ stale   — not started"
+LEGEND = "✓ finished   ✗ failed/dead   ‖ interrupted (resumable)   N/M steps done (running)   ~ stale   — not started"
+MATRIX_TITLES = {PASS_AT_1: "held-out pass@1 (latest evaluation)",
+                 "mean_reward": "final reward (mean reward of the last RL step)"}
 
 
 def duration(seconds: float | None) -> str:
@@ -53,16 +64,27 @@ def truncate_left(label: str, width: int = LABEL_WIDTH) -> str:
     return label if len(label) <= width else "…" + label[-(width - 1):]
 
 
-def cell(run: RunSummary | None) -> str:
+def cell(run: RunSummary | None, value: float | None) -> str:
+    """`value` (the run's matrix number) and the run's state: ✓, ✗, or steps done while it runs."""
     if run is None or run.step is None:
         return "—"
-    done = run.steps_done
+    shown = "-" if value is None else f"{value:.3f}"
     if run.state == "finished":
-        return f"{done} ✓"
+        return f"{shown} ✓"
     if run.state in ("failed", "dead"):
-        return f"{done} ✗"
-    progress = f"{done}/{run.max_steps}" if run.max_steps else f"{done}"
-    return progress + (" ~" if run.state == "stale" else "")
+        return f"{shown} ✗"
+    if run.state == "interrupted":
+        return f"{shown} ‖"
+    progress = f"{run.steps_done}/{run.max_steps}" if run.max_steps else f"{run.steps_done}"
+    return f"{shown} {progress}" + (" ~" if run.state == "stale" else "")
+
+
+def spread(stats: CellStats | None, seeds: int) -> str:
+    """Mean ± std over the finished seeds, with how many when not all seeds finished."""
+    if stats is None:
+        return "-"
+    text = f"{stats.mean:.3f} ± {stats.std:.3f}"
+    return text if stats.n == seeds else f"{text} ({stats.n} of {seeds})"
 
 
 def campaign_block(c: CampaignSummary, now: float) -> list[str]:
@@ -76,14 +98,20 @@ def campaign_block(c: CampaignSummary, now: float) -> list[str]:
                  f"last write: {duration(idle)} ago")
     if c.error:
         lines.append(f"  warning: {c.error}")
+    lines.append(f"  cells: {MATRIX_TITLES.get(c.matrix_metric, c.matrix_metric)}; "
+                 "mean ± std over finished seeds")
     by_key = {(r.condition, r.seed): r for r in c.runs}
-    cells = {cond: [cell(by_key.get((cond, seed))) for seed in c.seeds] for cond in c.conditions}
+    cells = {cond: [cell(by_key.get((cond, seed)), c.matrix.get(cond, {}).get(str(seed))) for seed in c.seeds]
+             for cond in c.conditions}
+    spreads = {cond: spread(c.matrix_stats.get(cond), len(c.seeds)) for cond in c.conditions}
     width = max([8, *(len(x) for row in cells.values() for x in row), *(len(f"s{s}") for s in c.seeds)])
+    spread_width = max([10, *(len(x) for x in spreads.values())])
     label_width = max([9, *(len(truncate_left(cond)) for cond in c.conditions)])
-    lines.append("  " + "condition".ljust(label_width) + "".join(f"  {'s' + str(s):>{width}}" for s in c.seeds))
+    lines.append("  " + "condition".ljust(label_width) + "".join(f"  {'s' + str(s):>{width}}" for s in c.seeds)
+                 + f"  {'mean ± std':>{spread_width}}")
     for cond in c.conditions:
         lines.append("  " + truncate_left(cond).ljust(label_width)
-                     + "".join(f"  {x:>{width}}" for x in cells[cond]))
+                     + "".join(f"  {x:>{width}}" for x in cells[cond]) + f"  {spreads[cond]:>{spread_width}}")
     lines.append("  " + LEGEND)
     return lines
 

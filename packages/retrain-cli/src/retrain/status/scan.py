@@ -6,8 +6,13 @@ Reads only what a status line needs: the newest rows of `metrics.jsonl` and the 
 file counts as absent.
 
 Run states: `finished` (final checkpoint, or run_meta status "succeeded"), `failed` (run_meta
-status "failed" or a non-zero campaign return code), `dead` (its pid is gone), `stale` (no
+status "failed" or a non-zero campaign return code), `interrupted` (stopped at a Ctrl-C after
+saving a checkpoint: run_meta status "interrupted"), `dead` (its pid is gone), `stale` (no
 metrics write for STALE_AFTER_S), `pending` (nothing written yet, no live pid), `running`.
+
+A campaign's matrix holds one number per run: its latest held-out pass@1 when some run of the
+campaign evaluates, else the mean reward of its last RL step; `matrix_stats` are the mean and
+sample std of that number over each condition's finished runs.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import statistics
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -33,8 +39,8 @@ STALE_AFTER_S = 300.0
 #: The default view hides ended campaigns idle for longer than this.
 HIDE_IDLE_AFTER_S = 24 * 3600.0
 TAIL_ROWS = 16
-STATES = ("running", "stale", "pending", "dead", "failed", "finished")
-ENDED = frozenset({"finished", "failed"})
+STATES = ("running", "stale", "pending", "dead", "interrupted", "failed", "finished")
+ENDED = frozenset({"finished", "failed", "interrupted"})
 _SKIP_DIRS = frozenset({"wandb", layout.EMERGENCE_DIR, "__pycache__"})
 _RUN_NAME = re.compile(r"^(?P<label>.+)_s(?P<seed>-?\d+)$")
 
@@ -84,6 +90,25 @@ class RunSummary(msgspec.Struct, kw_only=True):
         return None if self.step is None else self.step + 1
 
 
+#: What a matrix cell holds: held-out pass@1, or the last RL step's mean reward.
+PASS_AT_1, REWARD = "eval/pass@1", "mean_reward"
+
+
+class CellStats(msgspec.Struct, kw_only=True):
+    """Mean and sample std (0 for one run) of a condition's cells over its `n` finished runs."""
+
+    mean: float
+    std: float
+    n: int
+
+    @classmethod
+    def of(cls, values: list[float]) -> CellStats | None:
+        if not values:
+            return None
+        return cls(mean=statistics.fmean(values), std=statistics.stdev(values) if len(values) > 1 else 0.0,
+                   n=len(values))
+
+
 class CampaignSummary(msgspec.Struct, kw_only=True):
     run: str
     path: str
@@ -96,7 +121,10 @@ class CampaignSummary(msgspec.Struct, kw_only=True):
     failed: int
     counts: dict[str, int]
     runs: list[RunSummary]
+    #: condition -> seed -> the run's `matrix_metric` (None: no value yet)
     matrix: dict[str, dict[str, float | None]]
+    matrix_metric: str = REWARD
+    matrix_stats: dict[str, CellStats | None] = msgspec.field(default_factory=dict)
     campaign_toml: str | None = None
     timestamp: str | None = None
     runner_pid: int | None = None
@@ -174,6 +202,10 @@ def _wall_time(tail: Tail, steps_done: int | None) -> tuple[float | None, bool]:
     return sum(times) / len(times) * (steps_done or len(times)), True
 
 
+def _shorten(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def scan_run(
     path: Path,
     scope: Scope,
@@ -193,7 +225,8 @@ def scan_run(
     alive = pid_alive(pid, pid_written) if pid is not None else None
 
     completed = state_file.get("checkpoint_name") == "final" or meta.get("status") == "succeeded"
-    failed = not completed and (meta.get("status") == "failed" or returncode not in (None, 0))
+    interrupted = not completed and meta.get("status") == "interrupted"
+    failed = not completed and not interrupted and (meta.get("status") == "failed" or returncode not in (None, 0))
     step = _int(last.get("step"))
     if completed and _int(state_file.get("step")) is not None:
         max_steps = state_file["step"] + 1
@@ -203,6 +236,8 @@ def scan_run(
 
     if completed:
         state = "finished"
+    elif interrupted:
+        state = "interrupted"
     elif failed:
         state = "failed"
     elif alive is False:
@@ -216,8 +251,8 @@ def scan_run(
 
     failure = None
     if failed:
-        failure = _str(meta.get("failure_status")) or _str(meta.get("error_message"))
-        failure = failure or (f"exit_code:{returncode}" if returncode not in (None, 0) else None)
+        why = " ".join(m for m in (_str(meta.get("failure_status")), _str(meta.get("error_message"))) if m)
+        failure = _shorten(why) or (f"exit_code:{returncode}" if returncode not in (None, 0) else None)
     return RunSummary(
         run=scope.run_id(path),
         path=str(path),
@@ -330,10 +365,15 @@ def scan_campaign(path: Path, scope: Scope, *, now: float) -> CampaignSummary:
             conditions.append(r.condition)
         if r.seed is not None and r.seed not in seeds:
             seeds.append(r.seed)
+    metric = PASS_AT_1 if any(r.eval_pass_at_1 is not None for r in runs) else REWARD
     matrix: dict[str, dict[str, float | None]] = {c: {str(s): None for s in seeds} for c in conditions}
+    finished: dict[str, list[float]] = {c: [] for c in conditions}
     for r in runs:
+        value = r.eval_pass_at_1 if metric == PASS_AT_1 else r.mean_reward
         if r.condition and r.seed is not None:
-            matrix[r.condition][str(r.seed)] = r.correct_rate
+            matrix[r.condition][str(r.seed)] = value
+        if r.condition and r.state == "finished" and value is not None:
+            finished[r.condition].append(value)
 
     runner_pid = _int(manifest.get("runner_pid"))
     runner_alive = pid_alive(runner_pid) if runner_pid else None
@@ -357,6 +397,8 @@ def scan_campaign(path: Path, scope: Scope, *, now: float) -> CampaignSummary:
         counts=counts,
         runs=runs,
         matrix=matrix,
+        matrix_metric=metric,
+        matrix_stats={c: CellStats.of(values) for c, values in finished.items()},
         campaign_toml=_str(manifest.get("campaign_toml")),
         timestamp=_str(manifest.get("timestamp")),
         runner_pid=runner_pid,

@@ -190,6 +190,14 @@ class RewardConfig(Section):
     timeout_s: Annotated[
         float, F("Per-item reward deadline in seconds; a reward that overruns (or raises) scores 0 and is counted.", gt=0)
     ] = 10.0
+    max_error_share: Annotated[
+        float, F("Stop the run when at least this share of a step's completions fail to score (the reward raises, "
+                 "overruns or returns no number) for max_error_steps steps in a row.", gt=0, le=1)
+    ] = 1.0
+    max_error_steps: Annotated[
+        int, F("Steps in a row at max_error_share that stop the run (a checkpoint is saved, exit status 3); "
+               "0 = never stop.", ge=0)
+    ] = 3
 
 
 class ResumeConfig(Section):
@@ -310,9 +318,14 @@ class EvalConfig(Section):
         F("Evaluate the final policy after the last step; unset = true when every > 0. "
           "Set alone it is the only evaluation."),
     ] = None
-    k: Annotated[int, F("Samples per problem; pass@k and maj@k use them.", ge=1)] = 1
+    k: Annotated[int, F("The k of pass@k and maj@k.", ge=1)] = 1
+    n: Annotated[
+        int, F("Samples drawn per problem, at least k; pass@1 and pass@k are estimated from them without "
+               "bias. 0 = k.", ge=0)
+    ] = 0
     temperature: Annotated[
-        float, F("Sampling temperature; -1 = 0 (greedy) when k = 1, else [training] temperature.", ge=-1)
+        float, F("Sampling temperature; -1 = 0 (greedy) when one sample per problem is drawn, else "
+                 "[training] temperature.", ge=-1)
     ] = -1.0
     top_p: Annotated[float, F("Nucleus sampling mass; 0 = [training] top_p.", ge=0, le=1)] = 0.0
     max_tokens: Annotated[int, F("Maximum new tokens per completion; 0 = [training] max_tokens.", ge=0)] = 0

@@ -13,6 +13,8 @@ EVAL = "eval.jsonl"
 #: per-problem results of each evaluation: eval/step_N.jsonl
 EVAL_DIR = "eval"
 RUN_META = "run_meta.json"
+#: the full traceback of the first reward failure of each kind (retrain.training.reward_faults)
+REWARD_ERRORS = "reward_errors.log"
 PID = "run.pid"
 TRAINER_STATE = "trainer_state.json"
 #: the latest checkpoint's path and a newline; written beside trainer_state.json

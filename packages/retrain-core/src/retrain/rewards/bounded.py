@@ -22,14 +22,16 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from retrain.rewards.custom import as_float
-from retrain.rewards.types import RewardBatch
+from retrain.rewards.types import RewardBatch, RewardFault
 
 Item = tuple[str, str]
 MAX_FAILURE_NOTES = 5
@@ -45,6 +47,7 @@ class Tally:
     errors: int = 0
     timeouts: int = 0
     failures: list[str] = field(default_factory=list)
+    faults: dict[str, RewardFault] = field(default_factory=dict)  # the first of each kind
 
     def __post_init__(self) -> None:
         self.scores = [None] * self.n
@@ -56,22 +59,25 @@ class Tally:
         try:
             score = as_float(value)
         except Exception as exc:
-            self.error(i, f"result {value!r} is not a number: {type(exc).__name__}")
+            self.error(i, RewardFault(f"a result that is not a number ({type(value).__name__})",
+                                      f"{value!r:.80} ({type(exc).__name__})"))
             return
         if not math.isfinite(score):
-            self.error(i, f"non-finite reward {score!r}")
+            self.error(i, RewardFault("a non-finite result", repr(score)))
             return
         self.scores[i] = score
 
-    def error(self, i: int, message: str) -> None:
+    def error(self, i: int, fault: RewardFault) -> None:
         self.scores[i] = 0.0
         self.errors += 1
-        self._note(f"item {i}: {message}")
+        self._note(f"item {i}: {fault.line()}")
+        self.faults.setdefault(fault.kind, fault)
 
     def timeout(self, i: int, seconds: float) -> None:
         self.scores[i] = 0.0
         self.timeouts += 1
         self._note(f"item {i}: timed out after {seconds:g}s")
+        self.faults.setdefault("timeout", RewardFault("a timeout", f"no result within {seconds:g}s"))
 
     def _note(self, message: str) -> None:
         if len(self.failures) < MAX_FAILURE_NOTES:
@@ -79,11 +85,29 @@ class Tally:
 
     def batch(self) -> RewardBatch:
         scores = np.array([0.0 if s is None else s for s in self.scores], dtype=np.float64)
-        return RewardBatch(scores, self.errors, self.timeouts, list(self.failures))
+        return RewardBatch(scores, self.errors, self.timeouts, list(self.failures), list(self.faults.values()))
 
 
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
+def fault_of(exc: BaseException) -> RewardFault:
+    """The fault an exception makes: its type and the innermost frame outside retrain's reward
+    runner (the reward's own code, or a library it called)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(_OWN)]
+    where = ""
+    if frames:
+        frame = frames[-1]
+        where = f" at {_short(frame.filename)}:{frame.lineno} in {frame.name}"
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return RewardFault(f"{type(exc).__name__}{where}", str(exc), text)
+
+
+_OWN = str(Path(__file__).parent)
+
+
+def _short(filename: str) -> str:
+    """A path relative to the working directory when it is under it."""
+    with contextlib.suppress(ValueError):
+        return str(Path(filename).resolve().relative_to(Path.cwd().resolve()))
+    return filename
 
 
 def run_inline(score: Callable[[str, str], Any], items: Sequence[Item]) -> RewardBatch:
@@ -93,7 +117,7 @@ def run_inline(score: Callable[[str, str], Any], items: Sequence[Item]) -> Rewar
         try:
             tally.ok(i, score(response, reference))
         except Exception as exc:
-            tally.error(i, _describe(exc))
+            tally.error(i, fault_of(exc))
     return tally.batch()
 
 
@@ -114,18 +138,19 @@ def run_threads(
                 i = cursor[0]
                 cursor[0] += 1
                 started[i] = time.monotonic()
+            fault: RewardFault | None = None
+            value: Any = None
             try:
-                value: Any = score(*items[i])
-                outcome: tuple[bool, Any] = (True, as_float(value))
+                value = score(*items[i])
             except BaseException as exc:
-                outcome = (False, _describe(exc))
+                fault = fault_of(exc)
             with cond:
                 if tally.done(i):
                     pass
-                elif outcome[0]:
-                    tally.ok(i, outcome[1])
+                elif fault is None:
+                    tally.ok(i, value)
                 else:
-                    tally.error(i, outcome[1])
+                    tally.error(i, fault)
                 cond.notify_all()
 
     def spawn() -> None:
@@ -168,7 +193,7 @@ def run_async(
                 except TimeoutError:
                     tally.timeout(i, timeout_s)
                 except Exception as exc:
-                    tally.error(i, _describe(exc))
+                    tally.error(i, fault_of(exc))
                 else:
                     tally.ok(i, value)
 
@@ -291,7 +316,7 @@ class ProcessPool:
                 w, i, _ = busy[fd]
                 if not w.read_available():
                     del busy[fd]
-                    tally.error(i, "reward worker died")
+                    tally.error(i, RewardFault("a reward worker that died", f"exit status {w.proc.poll()}"))
                     idle.append(self._replace(w))
                     continue
                 answer = w.take_line()
@@ -301,7 +326,8 @@ class ProcessPool:
                 if answer.get("ok"):
                     tally.ok(i, answer.get("value"))
                 else:
-                    tally.error(i, str(answer.get("error")))
+                    tally.error(i, RewardFault(str(answer.get("kind") or "an error"), str(answer.get("error")),
+                                               str(answer.get("traceback") or "")))
                 idle.append(w)
             now = time.monotonic()
             for fd, (w, i, deadline) in list(busy.items()):

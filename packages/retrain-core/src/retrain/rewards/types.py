@@ -24,13 +24,29 @@ class RewardUnavailable(UserError, RuntimeError):
 
 
 @dataclass(frozen=True)
+class RewardFault:
+    """One kind of reward failure: `kind` names the exception and where it was raised
+    ("ZeroDivisionError at plugins/graded.py:3 in digit_share"), `message` its text, and
+    `traceback` the full one (empty for a timeout or a non-numeric result)."""
+
+    kind: str
+    message: str
+    traceback: str = ""
+
+    def line(self) -> str:
+        return f"{self.kind}: {self.message}" if self.message else self.kind
+
+
+@dataclass(frozen=True)
 class RewardBatch:
-    """Scores of a batch; a failed or timed-out item scores 0.0 and is counted."""
+    """Scores of a batch; a failed or timed-out item scores 0.0 and is counted. `faults` holds
+    the first failure of each kind in the batch."""
 
     scores: Floats
     errors: int = 0
     timeouts: int = 0
     failures: list[str] = field(default_factory=list)  # the first few messages, for the log
+    faults: list[RewardFault] = field(default_factory=list)
 
     def metrics(self) -> dict[str, float]:
         return {"reward_errors": float(self.errors), "reward_timeouts": float(self.timeouts)}

@@ -2,7 +2,7 @@
 
 Protocol (JSON lines): one `{"ready": true}` (or `{"fail": message}`) once the reward is
 built, then for each `{"i", "response", "reference"}` on stdin one `{"i", "ok", "value"}`
-or `{"i", "ok": false, "error"}` on stdout. The reward's own prints go to stderr so they
+or `{"i", "ok": false, "kind", "error", "traceback"}` on stdout. The reward's own prints go to stderr so they
 cannot corrupt the protocol; math-verify's SIGALRM timeouts work here (main thread).
 """
 
@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from typing import Any
 
 
 def main(argv: list[str]) -> int:
+    # Ctrl-C at the terminal reaches the whole process group: the trainer finishes its step
+    # (retrain.training.interrupt), so its workers must live to score it
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     protocol = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     os.dup2(2, 1)  # prints inside the reward land on stderr
 
@@ -23,6 +27,7 @@ def main(argv: list[str]) -> int:
         protocol.flush()
 
     from retrain.registry.core import load_target
+    from retrain.rewards.bounded import fault_of
     from retrain.rewards.custom import as_float
 
     try:
@@ -37,7 +42,9 @@ def main(argv: list[str]) -> int:
             value = as_float(reward.score(request["response"], request["reference"]))
             send({"i": request["i"], "ok": True, "value": value})
         except BaseException as exc:
-            send({"i": request["i"], "ok": False, "error": f"{type(exc).__name__}: {exc}"})
+            fault = fault_of(exc)
+            send({"i": request["i"], "ok": False, "kind": fault.kind, "error": fault.message,
+                  "traceback": fault.traceback})
     return 0
 
 

@@ -33,7 +33,14 @@ def step_line(step: int, row: Mapping[str, Any]) -> str:
     return (f"step {step} [{row.get('condition', '')}] loss={row.get('loss', 0.0):.4f} "
             f"reward={row.get('mean_reward', 0.0):.3f} correct={100 * row.get('correct_rate', 0.0):.1f}% "
             f"datums={row.get('num_datums', 0)} tok/s={row.get('tokens_per_second', 0.0):.0f} "
-            f"time={row.get('step_time_s', 0.0):.2f}s")
+            f"time={row.get('step_time_s', 0.0):.2f}s{reward_failures(row)}")
+
+
+def reward_failures(row: Mapping[str, Any]) -> str:
+    """` reward_errors=F/N` when some of the step's completions failed to score, else ""."""
+    failed = int(row.get("reward_errors", 0) + row.get("reward_timeouts", 0))
+    total = int(row.get("batch_size", 0)) * int(row.get("group_size", 0))
+    return f" reward_errors={failed}/{total}" if failed else ""
 
 
 def _eval_metrics(row: Mapping[str, Any]) -> str:
@@ -55,10 +62,14 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
     if summary.get("window") and "first_loss" in summary:
         lines.append(f"  mean loss, first {summary['window']} steps: {summary['first_loss']:.4f}")
         lines.append(f"  mean loss, last {summary['window']} steps:  {summary['last_loss']:.4f}")
+    if "mean_loss" in summary:
+        lines.append(f"  mean loss over the run: {summary['mean_loss']:.4f}")
     if "first_reward" in summary:
         lines.append(f"  mean reward, first {summary['window']} RL steps: {summary['first_reward']:.3f}")
         lines.append(f"  mean reward, last {summary['window']} RL steps:  {summary['last_reward']:.3f}"
                      f"  ({summary['last_reward'] - summary['first_reward']:+.3f})")
+    elif "mean_reward" in summary:
+        lines.append(f"  mean reward over the run: {summary['mean_reward']:.3f}")
     first, last = summary.get("eval_first"), summary.get("eval_last")
     if first and last:
         n = last.get("eval/examples", 0)

@@ -44,6 +44,7 @@ def run_meta(config: TrainConfig, *, status: str, config_path: str = "", policy_
         meta["policy_ref"] = policy_ref
     if failure:
         meta["failure_status"] = failure
+    if failure or error:
         meta["error_message"] = error
     if last_row is not None:
         meta["metrics"] = last_row

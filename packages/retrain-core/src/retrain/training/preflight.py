@@ -13,11 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from retrain.advantages.delight.transform import PARAM_KEYS as DELIGHT_KEYS
+from retrain.advantages.delight.transform import check_keys as check_delight_keys
 from retrain.advantages.pipeline import AdvantagePipeline, build_pipeline
 from retrain.advantages.transform import mask_rho
 from retrain.backends import catalog
 from retrain.config.schema import TrainConfig
+from retrain.registry.builtin import DELIGHT_TRANSFORMS
 from retrain.registry.health import module_available
 from retrain.training.signals import SCALAR_TOLERANCE
 
@@ -222,16 +223,24 @@ def _check_compat(flow: Preflight) -> None:
             "entropy_mask with surprisal_mask_rho = 0 masks nothing "
             "(plain GTPO); set e.g. surprisal_mask_rho = 0.2 to keep the top 20% of tokens",
         )
-    if p is not None:
-        unknown = sorted(k for k in p.params if k.startswith("delight") and k not in DELIGHT_KEYS)
-        if unknown:
-            _issue(
-                issues,
-                "warning",
-                "config",
-                f"unknown Delight params {', '.join(unknown)} are ignored "
-                f"(known: {', '.join(DELIGHT_KEYS)})",
-            )
+    t = p.transform if p is not None else None
+    if p is not None and t is not None and t.source == "builtin" and t.name not in DELIGHT_TRANSFORMS:
+        # a Delight transform refuses these when the pipeline is built; the others read none
+        read = sorted(k for k in p.params if k.startswith("delight"))
+        try:
+            check_delight_keys(p.params)
+        except ValueError as exc:
+            _issue(issues, "error", "config", f"[algorithm.transform_params]: {exc}")
+        else:
+            if read:
+                _issue(
+                    issues,
+                    "warning",
+                    "config",
+                    f"[algorithm.transform_params] {', '.join(read)}: not read: transform {t.name!r} is "
+                    f"not a Delight transform (live with transform_mode = "
+                    f"{', '.join(DELIGHT_TRANSFORMS)})",
+                )
 
 
 def _run_probe(flow: Preflight, case: ProbeCase) -> bool:

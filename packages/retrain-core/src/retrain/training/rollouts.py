@@ -23,6 +23,7 @@ from retrain.advantages.episode import batch_normalize
 from retrain.advantages.result import GroupAdvantages, merge_metrics
 from retrain.backends.protocol import TrainBackend
 from retrain.planning.create import masks as planning_masks
+from retrain.rewards.types import RewardFault
 from retrain.training.echo import echo_weights
 from retrain.training.flow import Flow
 from retrain.training.rollout.multi import Episode
@@ -57,6 +58,7 @@ class StepRollouts:
     policy_version: int = 0  # RL updates in the weights that sampled (retrain.training.producer)
     producer_metrics: dict[str, float] = field(default_factory=dict)
     env_metrics: dict[str, float] = field(default_factory=dict)  # the environment's own (`env/...`)
+    reward_faults: list[RewardFault] = field(default_factory=list)  # the first failure of each kind
 
     @property
     def rewards(self) -> np.ndarray:
@@ -85,7 +87,7 @@ def collect(backend: TrainBackend, flow: Flow, batch: Sequence[tuple[Example, li
     scores = np.asarray(scored.scores, dtype=np.float64)
     groups = [Group(ex, ids, list(comps), txts, scores[i * group_size:(i + 1) * group_size])
               for i, ((ex, ids), comps, txts) in enumerate(zip(batch, samples, texts, strict=True))]
-    return StepRollouts(groups, sample_s, time.perf_counter() - t1, scored.metrics())
+    return StepRollouts(groups, sample_s, time.perf_counter() - t1, scored.metrics(), reward_faults=scored.faults)
 
 
 def sample_texts(backend: TrainBackend, batch: Sequence[tuple[Example, list[int]]], group_size: int,

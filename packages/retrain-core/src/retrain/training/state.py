@@ -84,6 +84,18 @@ class RewardWindow(msgspec.Struct, kw_only=True):
             self.first.append(reward)
         self.last = [*self.last, reward][-self.size:]
 
+    def halves(self) -> tuple[int, float, float] | None:
+        """(n, mean of the first n, mean of the last n) with n at most `size` and at most half
+        the steps, so the two windows never share a step; None under two steps."""
+        n = min(len(self.first), len(self.last), self.steps // 2)
+        if n == 0:
+            return None
+        return n, sum(self.first[:n]) / n, sum(self.last[-n:]) / n
+
+    def mean(self) -> float | None:
+        """The mean over every step, for a run too short for two windows (first holds them all)."""
+        return sum(self.first) / len(self.first) if self.first and self.steps <= self.size else None
+
 
 class SftSchedule(msgspec.Struct, kw_only=True):
     """What fixes a standalone SFT run's batches (retrain.training.sft.order), recorded at its

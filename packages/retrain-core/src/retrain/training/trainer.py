@@ -33,12 +33,14 @@ from retrain.training.backpressure import adjust
 from retrain.training.console import PlainReporter, Reporter, eval_line
 from retrain.training.flow import Flow, build_flow
 from retrain.training.follower import FollowerLog, SilentReporter
+from retrain.training.interrupt import RunInterrupted, StopRequest, resume_command
 from retrain.training.log import RunLog
 from retrain.training.meta import run_meta
 from retrain.training.preflight import trace
 from retrain.training.producer import RolloutProducer
 from retrain.training.prompts import PromptCursor
 from retrain.training.resume import resume_contract
+from retrain.training.reward_faults import RewardFaults
 from retrain.training.rollouts import advantages, train_on
 from retrain.training.rundir import Start, running
 from retrain.training.sft.batches import SftBatches, schedule_state
@@ -52,7 +54,7 @@ from retrain.training.telemetry import (
     step_row,
 )
 from retrain.training.wandb import create_wandb_sink
-from retrain.training.warmup import WarmupData, warmup_batch_size, warmup_lr
+from retrain.training.warmup import WarmupData, effective_sft_loss, warmup_batch_size, warmup_lr
 from retrain.training.world import World, current_world
 
 
@@ -89,6 +91,7 @@ class Run:
     producer: RolloutProducer
     held_out: HeldOut | None = None
     sft_data: SftData | None = None  # the warmup's rows when sft_data_path is set
+    faults: RewardFaults | None = None
 
 
 class Trainer:
@@ -112,6 +115,7 @@ class Trainer:
             cleanup.callback(log.close)
             start = cleanup.enter_context(running(c, log, self.config_path, world_size=self.world.size))
             run = self._open(flow, log, start, cleanup)
+            self.stop = cleanup.enter_context(StopRequest(self.reporter.message).installed(not self.world.distributed))
             if run.state.phase == "sft":
                 self._warmup(run)
             self._rl(run)
@@ -169,7 +173,10 @@ class Trainer:
         held_out = None
         if held_out_examples is not None:
             held_out = HeldOut(plan, encode_problems(held_out_examples, backend.tokenizer))
-        return Run(flow, log, state, backend, cursor, caps, sizes, producer, held_out, sft_data)
+        r = c.reward
+        faults = RewardFaults(c.logging.log_dir if self.world.leader else None, r.max_error_share, r.max_error_steps,
+                              self.reporter.message)
+        return Run(flow, log, state, backend, cursor, caps, sizes, producer, held_out, sft_data, faults)
 
     def _finish(self, run: Run, started: float) -> RunResult:
         c, state = self.config, run.state
@@ -184,10 +191,12 @@ class Trainer:
         if evals:
             summary.update({"eval_first": evals[0], "eval_last": evals[-1],
                             "eval_s": sum(float(r.get("eval/wall_s", 0.0)) for r in evals)})
-        if window.first:
-            n = min(len(window.first), len(window.last))
-            summary.update({"window": n, "first_reward": sum(window.first[:n]) / n,
-                            "last_reward": sum(window.last[-n:]) / n})
+        halves = window.halves()
+        if halves is not None:
+            n, first, last = halves
+            summary.update({"window": n, "first_reward": first, "last_reward": last})
+        elif window.mean() is not None:
+            summary["mean_reward"] = window.mean()
         run.log.write_meta(run_meta(c, status="succeeded", config_path=self.config_path, policy_ref=final,
                                     last_row=run.log.last_row, world_size=self.world.size))
         self.reporter.finish(summary)
@@ -200,6 +209,10 @@ class Trainer:
         data = WarmupData(run.backend.tokenizer, sft_cap(c))
         size, lr = warmup_batch_size(c), warmup_lr(c)
         batches = None
+        if effective_sft_loss(c) == "importance_sampling" and state.sft_step == -1:
+            self.reporter.message("warmup loss (sft_loss_fn = importance_sampling): minus the mean probability of "
+                                  "the target tokens, between -1 and 0 and falling as the model learns; "
+                                  "sft_loss_fn = \"cross_entropy\" reports the negative log-likelihood")
         if run.sft_data is not None:  # rows of sft_data_path instead of the [data] prompts
             plan = schedule_state(c, state, len(run.sft_data.rows))
             batches = SftBatches(c, run.sft_data, run.backend.tokenizer, plan)
@@ -221,6 +234,7 @@ class Trainer:
             self.reporter.warmup(step, total, row)
             faults.crash_if("warmup_after_step", step)
             self._maybe_checkpoint(run, step, "warmup")
+            self._stop_if_asked(run, step, "warmup")
         state.phase = "rl"
 
     def _rl(self, run: Run) -> None:
@@ -251,9 +265,17 @@ class Trainer:
             run.sizes = sizes
             run.state.rl_step_done(step, run.producer.committed_index, sizes, row["mean_reward"])
             self.reporter.step(step, t.max_steps, row)
+            failed = int(row.get("reward_errors", 0.0) + row.get("reward_timeouts", 0.0))
+            assert run.faults is not None
+            over_budget = run.faults.observe(step, rollouts.reward_faults, failed, int(rollouts.rewards.size))
             self._evaluate(run, step + 1)
             faults.crash_if("after_step", step)
             self._maybe_checkpoint(run, step)
+            if over_budget:
+                saved = self._checkpoint_unless_saved(run, step)
+                raise run.faults.budget_error(failed, int(rollouts.rewards.size), saved,
+                                              f"resume with: {resume_command(self.config.logging.log_dir)}")
+            self._stop_if_asked(run, step)
 
     def _captured_step(self, run: Run, adv: Any) -> tuple[Any, float, dict[str, str]]:
         """The step's update, with its exact inputs and outputs captured
@@ -286,15 +308,34 @@ class Trainer:
             return
         p = held.plan
         result = evaluate(run.backend, held.problems, run.flow.reward, p.k, params=p.params,
-                          pass_threshold=p.pass_threshold, step=done, per_call=p.per_call)
+                          pass_threshold=p.pass_threshold, step=done, per_call=p.per_call, n=p.n)
         self.reporter.message(eval_line(run.log.record_eval(result)))
 
     def _maybe_checkpoint(self, run: Run, step: int, phase: str = "") -> None:
+        if self._due(step):
+            self._checkpoint(run, step, phase)
+
+    def _due(self, step: int) -> bool:
         every = self.config.training.save_every
-        if every > 0 and (step + 1) % every == 0:
-            path = Path(self.config.backend.adapter_path) / checkpoint_name(step, phase)
-            run.log.checkpoint(run.backend, run.flow, run.state, path, step=step,
-                               phase="warmup_" if phase == "warmup" else "")
+        return every > 0 and (step + 1) % every == 0
+
+    def _checkpoint(self, run: Run, step: int, phase: str = "") -> str:
+        path = Path(self.config.backend.adapter_path) / checkpoint_name(step, phase)
+        return run.log.checkpoint(run.backend, run.flow, run.state, path, step=step,
+                                  phase="warmup_" if phase == "warmup" else "")
+
+    def _checkpoint_unless_saved(self, run: Run, step: int, phase: str = "") -> str:
+        """The checkpoint of the step just done: the scheduled one, or one saved now."""
+        return run.state.checkpoint_path if self._due(step) else self._checkpoint(run, step, phase)
+
+    def _stop_if_asked(self, run: Run, step: int, phase: str = "") -> None:
+        """After a step and its checkpoint: an interrupt asked for, the run stops here, saved."""
+        if not self.stop.requested:
+            return
+        saved = self._checkpoint_unless_saved(run, step, phase)
+        where = f"warmup step {step}" if phase == "warmup" else f"step {step}"
+        raise RunInterrupted(f"interrupted after {where}; checkpoint saved: {saved}",
+                             hint=f"resume with: {resume_command(self.config.logging.log_dir)}")
 
 
 def train(config: TrainConfig, reporter: Reporter | None = None, *, config_path: str = "") -> RunResult:

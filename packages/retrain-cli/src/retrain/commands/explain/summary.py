@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 
 from retrain.backends import catalog
+from retrain.commands.machine import machine_warnings
 from retrain.config.load import LoadedConfig
 from retrain.config.schema import SqueezeConfig, TrainConfig
 from retrain.config.snapshot import sanitize
@@ -108,7 +109,7 @@ def single_summary(loaded: LoadedConfig) -> dict[str, Any]:
         "environment_id": c.environment.id,
         "environment_max_turns": c.environment.max_turns,
         "environment_renderer": c.environment.args.get("renderer", ""),
-        "warnings": [w.render() for w in loaded.warnings],
+        "warnings": [w.render() for w in loaded.warnings] + machine_warnings(c),
         "dep_warnings": dependency_warnings(c),
     }
 

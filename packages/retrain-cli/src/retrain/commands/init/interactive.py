@@ -1,6 +1,6 @@
 """`retrain init -i`: the terminal setup (spec config-cli.md §6.7).
 
-A menu picks the template (1 quickstart, 2 experiment, 3 campaign; anything else is
+A menu picks the template (1 quickstart, 2 experiment, 3 campaign, 4 cpu; anything else is
 quickstart), then three prompts customise it: training steps, the seed and a W&B project.
 An empty or non-numeric answer keeps the shown default. The answers are applied to the
 template text line by line, so its comments and layout survive.
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from retrain.commands.errors import CommandFailed
 from retrain.commands.init.templates import TEMPLATES, Template
 
-MENU: tuple[str, ...] = ("quickstart", "experiment", "campaign")
+MENU: tuple[str, ...] = ("quickstart", "experiment", "campaign", "cpu")
 DEFAULT_SEED = 42
 
 Ask = Callable[[str], str]

@@ -9,6 +9,9 @@ from retrain.commands.init.templates import TEMPLATES
 from retrain.config.errors import did_you_mean
 from retrain.errors import UserError
 from retrain.io.atomic import write_text_atomic
+from retrain.process.gpus import gpu_visible
+
+GPU_MARK = "  [needs a CUDA GPU]"
 
 
 def run(template: str, list_: bool, output: str | None, force: bool, interactive: bool = False) -> None:
@@ -16,7 +19,10 @@ def run(template: str, list_: bool, output: str | None, force: bool, interactive
         print("Available templates:")
         width = max(len(name) for name in TEMPLATES)
         for t in TEMPLATES.values():
-            print(f"  {t.name:<{width}} -> {t.filename:<13} {t.summary}")
+            print(f"  {t.name:<{width}} -> {t.filename:<13} {t.summary}{GPU_MARK if t.gpu else ''}")
+        if not gpu_visible():
+            print("No GPU is visible on this machine: the cpu template (and the verifiers and openenv ones) "
+                  "run here.")
         return
     chosen = TEMPLATES.get(template)
     if chosen is None:
@@ -34,6 +40,9 @@ def run(template: str, list_: bool, output: str | None, force: bool, interactive
         raise UserError(f"{target} already exists — refusing to overwrite", hint="pass --force or --output OTHER.toml")
     write_text_atomic(target, text)
     print(f"Created {target} (template: {chosen.name})")
+    if chosen.gpu and not gpu_visible():
+        print("Note: this template trains Qwen3-4B on a CUDA GPU, and none is visible here; "
+              "`retrain init -t cpu` writes one that runs on this machine.")
     shown = target if target.is_absolute() else Path(os.curdir) / target
     print(f"Next: retrain explain {shown}   (preview)")
     print(f"      retrain {shown}           (train)")

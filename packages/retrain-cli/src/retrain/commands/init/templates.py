@@ -13,6 +13,7 @@ class Template:
     name: str
     filename: str  # default output file
     summary: str
+    gpu: bool = False  # its model needs a CUDA GPU (Qwen3-4B on gpu:0)
 
     @property
     def path(self) -> Path:
@@ -25,10 +26,11 @@ class Template:
 TEMPLATES: dict[str, Template] = {
     t.name: t
     for t in (
-        Template("default", "retrain.toml", "local backend, MaxRL + GTPO/SEPA, 100 steps"),
-        Template("quickstart", "retrain.toml", "GRPO without transforms, 20 small steps"),
-        Template("experiment", "retrain.toml", "seeded 500-step MaxRL + SEPA run with checkpoints"),
-        Template("campaign", "campaign.toml", "two conditions x four seeds"),
+        Template("default", "retrain.toml", "local backend, MaxRL + GTPO/SEPA, 100 steps", gpu=True),
+        Template("cpu", "retrain.toml", "the tiny model learns arithmetic on this machine's CPU in ~2 minutes"),
+        Template("quickstart", "retrain.toml", "GRPO without transforms, 20 small steps", gpu=True),
+        Template("experiment", "retrain.toml", "seeded 500-step MaxRL + SEPA run with checkpoints", gpu=True),
+        Template("campaign", "campaign.toml", "two conditions x four seeds", gpu=True),
         Template("verifiers", "retrain.toml", "a verifiers taskset's prompts and rewards, tiny model on the CPU"),
         Template("verifiers-multi-turn", "retrain.toml",
                  "a verifiers taskset's own multi-turn Env, tiny model on the CPU"),

@@ -23,7 +23,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from retrain.training.console import PlainReporter, Reporter
+from retrain.training.console import PlainReporter, Reporter, reward_failures
 
 EVERY = 10
 
@@ -56,7 +56,7 @@ class RichReporter:
 
     def step(self, step: int, total: int, row: Mapping[str, Any]) -> None:
         stats = (f"reward {row.get('mean_reward', 0.0):.3f}  loss {row.get('loss', 0.0):+.4f}  "
-                 f"{row.get('tokens_per_second', 0.0):,.0f} tok/s")
+                 f"{row.get('tokens_per_second', 0.0):,.0f} tok/s{reward_failures(row)}")
         self._advance("RL", step, total, stats)
         self.lines.step(step, total, row)
 

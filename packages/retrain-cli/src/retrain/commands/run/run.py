@@ -7,8 +7,10 @@ import sys
 
 from retrain.commands.config_args import resolve_config_args
 from retrain.commands.errors import CommandFailed
+from retrain.commands.machine import machine_warnings
 from retrain.commands.warnings import print_warnings
 from retrain.config import load_config, read_toml
+from retrain.config.schema import TrainConfig
 from retrain.errors import UserError
 
 
@@ -28,6 +30,8 @@ def run(args: list[str]) -> None:
         return run_squeeze(str(path))
     loaded = load_config(path, overrides)
     print_warnings(loaded.warnings)
+    for warning in machine_warnings(loaded.config):
+        print(f"warning: {warning}", file=sys.stderr)
     from retrain.commands.run.launch import launch, processes
 
     if n := processes(loaded.config):
@@ -35,13 +39,16 @@ def run(args: list[str]) -> None:
     train(loaded.config, loaded.path)
 
 
-def train(config: object, config_path: str) -> None:
+def train(config: TrainConfig, config_path: str) -> None:
+    # the first line, before the imports and the model load that take tens of seconds
+    print(f"retrain: {config_path or 'the run'}: loading {config.model.model} on {config.backend.devices} ...",
+          flush=True)
     from retrain.commands.run.progress import open_reporter
     from retrain.training.trainer import train as run_training
 
     try:
         with open_reporter() as reporter:
-            run_training(config, reporter, config_path=config_path)  # type: ignore[arg-type]
+            run_training(config, reporter, config_path=config_path)
     except (UserError, KeyboardInterrupt, CommandFailed):
         raise
     except Exception as exc:

@@ -109,10 +109,14 @@ class SftTrainer:
             if t.save_every > 0 and (step + 1) % t.save_every == 0 and step + 1 < total:
                 path = Path(c.backend.adapter_path) / checkpoint_name(step)
                 log.checkpoint(backend, None, state, path, step=step, phase="sft_")
-        losses = state.sft_losses
-        n = min(len(losses.first), len(losses.last))
-        return {"condition": "sft", "steps": total, "unit": "SFT steps", "window": n,
-                "first_loss": sum(losses.first[:n]) / max(n, 1), "last_loss": sum(losses.last[-n:]) / max(n, 1)}
+        summary: dict[str, Any] = {"condition": "sft", "steps": total, "unit": "SFT steps"}
+        halves = state.sft_losses.halves()
+        if halves is not None:
+            n, first, last = halves
+            summary.update({"window": n, "first_loss": first, "last_loss": last})
+        elif state.sft_losses.mean() is not None:
+            summary["mean_loss"] = state.sft_losses.mean()
+        return summary
 
 
 def train(config: TrainConfig, reporter: Reporter | None = None, *, config_path: str = "") -> Any:
