@@ -184,7 +184,7 @@ def test_man(cli) -> None:  # type: ignore[no-untyped-def]
     assert "clip_cov_ratio" in data["content"]
     res = cli("man", "--topic", "quikstart")
     assert res.code == 2 and "did you mean 'quickstart'" in res.stderr
-    full = cli("man")
+    full = cli("man", "--all")
     assert full.code == 0 and "QUICKSTART" in full.stdout
 
 

@@ -21,11 +21,11 @@ def test_load_run_accepts_the_metrics_file_itself(tmp_path, make_run):
 
 
 def test_winner_directions():
-    assert winner("loss", 0.1, 0.2) == "<"
+    assert winner("loss", 0.1, 0.2) == ""  # loss has no better side
     assert winner("correct_rate", 0.1, 0.2) == ">"
     assert winner("mean_step_time_s", 1.0, 2.0) == "<"
     assert winner("mean_tokens_per_second", 1.0, 2.0) == ">"
-    assert winner("loss", 0.1, 0.1 + 1e-12) == "="
+    assert winner("correct_rate", 0.1, 0.1 + 1e-12) == "="
     assert winner("loss", None, 0.1) == ""
 
 
@@ -61,7 +61,7 @@ def test_sparkline_buckets_and_shared_scale():
     assert buckets([1.0, 2.0, 3.0, 4.0], 2) == [1.5, 3.5]
     assert len(buckets(list(range(100)), 20)) == 20
     assert sparkline([0.0, 0.5, 1.0], 0.0, 1.0) == " ▄█"
-    assert sparkline([0.5, 0.5], 0.5, 0.5) == "██"
+    assert sparkline([0.5, 0.5], 0.5, 0.5) == "  "
     assert sparkline([0.0, 1.0], 0.0, 2.0) == " ▄"
 
 
@@ -69,10 +69,10 @@ def test_render_marks_winners_and_draws_curves(tmp_path, make_run, row):
     a = load_run(make_run(tmp_path / "a", rows=[row(i, correct_rate=0.1 * i, loss=1.0) for i in range(5)]), "A-run")
     b = load_run(make_run(tmp_path / "b", rows=[row(i, correct_rate=0.05 * i, loss=0.5) for i in range(5)]), "B-run")
     result = compare(a, b)
-    assert result["winners"]["loss"] == ">" and result["winners"]["correct_rate"] == "<"
+    assert "loss" not in result["winners"] and result["winners"]["correct_rate"] == "<"
     text = render(result)
     lines = {line.split()[0]: line for line in text.splitlines() if line.startswith("  ") and line.strip()}
-    assert lines["loss"].rstrip().endswith("B") and lines["correct_rate"].rstrip().endswith("A")
+    assert lines["loss"].rstrip().endswith("0.5") and lines["correct_rate"].rstrip().endswith("A")
     assert "A:" in text and "Performance:" in text and "█" in text
 
 

@@ -21,7 +21,7 @@ def test_status_text_shows_campaign_matrix_and_standalone_runs(log_tree):
     out = result.stdout
     assert out.startswith("Campaigns: 1 running  |  Runs: ")
     assert "campaign_20260101_000000  [running, 1 failed]" in out
-    assert "10 ✓" in out and "6/10" in out and "2 ✗" in out and "—" in out
+    assert "0.190 ✓" in out and "0.150 6/10" in out and "0.110 ✗" in out and "—" in out
     assert "Standalone runs:" in out
     for state in ("[running]", "[finished]", "[dead]", "[stale]"):
         assert state in out
@@ -42,7 +42,7 @@ def test_status_json_lists_runs_and_campaigns(log_tree):
                       "empty": "running", "nested/torn": "running"}
     [campaign] = data["campaigns"]
     assert campaign["failed"] == 1 and campaign["completed"] == 1 and campaign["status"] == "running"
-    assert campaign["matrix"]["maxrl+gtpo"] == {"42": 0.07, "101": None}
+    assert campaign["matrix"]["maxrl+gtpo"] == {"42": 0.11, "101": None}
     done = next(r for r in data["runs"] if r["run"] == "done")
     assert (done["eval_pass_at_1"], done["eval_step"], done["eval_k"]) == (0.6, 4, 4)
 

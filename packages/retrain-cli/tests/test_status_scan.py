@@ -95,7 +95,7 @@ def test_campaign_matrix_counts_and_status(log_tree):
     assert c.num_runs == 4 and c.completed == 1 and c.failed == 1
     assert c.counts["running"] == 1 and c.counts["pending"] == 1
     assert c.status == "running" and c.runner_alive is True
-    assert c.matrix["grpo+none"]["42"] == pytest.approx(0.23)
+    assert c.matrix["grpo+none"]["42"] == pytest.approx(0.19)
     assert c.matrix["maxrl+gtpo"]["101"] is None
     cells = {(r.condition, r.seed): r.state for r in c.runs}
     assert cells == {("grpo+none", 42): "finished", ("grpo+none", 101): "running",

@@ -75,7 +75,7 @@ LISTED_IN_THE_ISSUE = {
     "[environment] auto_install": "[environment]\nauto_install = true\n",
     "[plugins] strict": "[plugins]\nstrict = false\n",
     "[reward] type": "[reward]\ntype = 'judge'\n",
-    "[backend.options] liger_kernel": "[backend.options]\nliger_kernel = false\n",
+    "[backend.options] liger_kernel": "[backend.options]\nliger_kernel = true\n",
     "[backend.options] sample_kv_quantization": "[backend.options]\nsample_kv_quantization = 'oscar'\n",
     "[backend.options] lora_fast_linear": "[backend.options]\nlora_fast_linear = true\n",
     "[backend.options] train_unsloth_fused_ce": "[backend.options]\ntrain_unsloth_fused_ce = 'auto'\n",
@@ -156,7 +156,7 @@ devices = "gpu:1"
 [logging]
 checkpoint_artifacts = "off"
 [backend.options]
-liger_kernel = true
+liger_kernel = false
 train_microbatch_size = 2
 """)
     c = load_config(p).config
@@ -192,7 +192,7 @@ def test_environment_echo_and_tl_grpo_are_live(tmp_path: Path) -> None:
 
 def test_gpu_only_option_on_the_cpu_is_a_warning_naming_it(tmp_path: Path) -> None:
     p = tmp_path / "c.toml"
-    p.write_text("[backend]\ndevices = 'cpu'\n[backend.options]\ngradient_checkpointing = true\n")
+    p.write_text("[backend]\ndevices = 'cpu'\n[backend.options]\ngradient_checkpointing = false\n")
     warnings = [w.render() for w in load_config(p).warnings]
     assert any("[backend.options] gradient_checkpointing" in w and "CPU" in w for w in warnings), warnings
     p.write_text("[backend]\ndevices = 'gpu:0'\n[backend.options]\ngradient_checkpointing = false\n")

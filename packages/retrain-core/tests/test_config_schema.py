@@ -38,10 +38,10 @@ MAPPING_FIELDS = {"backend_options", "algorithm_params", "advantage_params", "tr
 
 
 #: Keys retrain adds beyond the reference (documented in docs/decisions.md).
-ADDED_FIELDS = {"data_path", "data_difficulty", "reward_timeout_s", "top_k", "min_p", "max_async_level",
+ADDED_FIELDS = {"data_path", "data_difficulty", "reward_timeout_s", "reward_max_error_share", "reward_max_error_steps", "top_k", "min_p", "max_async_level",
                 "inference_concurrency", "inference_timeout_s", "inference_retries",
                 "importance_sampling_correction", "importance_sampling_cap", "eval_every", "eval_before_train",
-                "eval_at_end", "eval_k", "eval_temperature", "eval_top_p", "eval_max_tokens", "eval_max_examples",
+                "eval_at_end", "eval_k", "eval_n", "eval_temperature", "eval_top_p", "eval_max_tokens", "eval_max_examples",
                 "eval_pass_threshold", "eval_data_path", "loss_aggregation", "kl_coef", "kl_estimator",
                 "environment_max_episode_tokens"}
 

@@ -101,7 +101,7 @@ def test_bad_params_and_unknown_delight_keys():
             algorithm={"transform_mode": "delight", "transform_params": {"delight_eta_mod": 1}}
         )
     )
-    assert typo.ok and any("delight_eta_mod" in i.message for i in typo.issues)
+    assert not typo.ok and any("delight_eta_mod" in i.message for i in errors(typo))
 
 
 def test_semantic_detector_without_its_package(monkeypatch):

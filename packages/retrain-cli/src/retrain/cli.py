@@ -26,15 +26,36 @@ def guarded(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 class DefaultRunGroup(TyperGroup):
-    """Routes anything that is not a known verb (a path, a --flag) to the hidden `run` verb."""
+    """Routes anything that is not a known verb (a path, a --flag) to the hidden `run` verb.
+
+    A first argument shaped like a verb (a bare word: no dot, no slash) that names neither a
+    verb nor an existing file is an unknown command, not a config that is missing."""
 
     default = "run"
     own_options: tuple[str, ...] = ("--help", "-h", "--version")
+    verbs_only = True  # False where the default verb takes a bare word (status's LOGDIR)
 
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
         if not args or (args[0] not in self.commands and args[0] not in self.own_options):
+            if args and self.verbs_only:
+                self._refuse_unknown_verb(args[0])
             args = [self.default, *args]
         return super().parse_args(ctx, args)
+
+    def _refuse_unknown_verb(self, word: str) -> None:
+        import os
+        import re
+
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", word) or os.path.exists(word):
+            return
+        import difflib
+
+        from retrain.commands.errors import fail
+
+        verbs = [name for name, cmd in self.commands.items() if not cmd.hidden]
+        close = difflib.get_close_matches(word, verbs, n=1, cutoff=0.6)
+        fail(f"unknown command {word!r}" + (f", did you mean {close[0]!r}?" if close else ""),
+             hint=f"`retrain --help` lists the commands; to run a config, pass its path (e.g. {word}.toml)")
 
     def list_commands(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
         return [name for name in self.commands if name != self.default]
@@ -46,6 +67,7 @@ class StatusGroup(DefaultRunGroup):
 
     default = "show"
     own_options = ()
+    verbs_only = False
 
 
 class StatusShowCommand(TyperCommand):
@@ -133,7 +155,9 @@ def eval_cmd(
                                                 help="Evaluate a run's final adapter (latest checkpoint if unfinished).")] = None,
     all_checkpoints: Annotated[bool, typer.Option("--all-checkpoints",
                                                   help="With --run: every checkpoint_step_N, then final.")] = False,
-    k: Annotated[int | None, typer.Option("--k", min=1, metavar="N", help="Samples per problem (default: [eval] k).")] = None,
+    k: Annotated[int | None, typer.Option("--k", min=1, metavar="N", help="The k of pass@k and maj@k (default: [eval] k).")] = None,
+    n: Annotated[int | None, typer.Option("--n", min=1, metavar="N",
+                                          help="Samples per problem, at least k (default: [eval] n, else k).")] = None,
     max_examples: Annotated[int | None, typer.Option("--max-examples", min=0, metavar="N",
                                                      help="Problems to evaluate; 0 = all (default: [eval] max_examples).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
@@ -142,7 +166,7 @@ def eval_cmd(
     checkpoints, on the config's held-out problems. See `retrain man eval`."""
     from retrain.commands.eval.run import run
 
-    guarded(run, config, adapter=adapter, run_dir=run_dir, all_checkpoints=all_checkpoints, k=k,
+    guarded(run, config, adapter=adapter, run_dir=run_dir, all_checkpoints=all_checkpoints, k=k, n=n,
             max_examples=max_examples, as_json=as_json)
 
 
@@ -211,15 +235,17 @@ def doctor_cmd(
 @app.command("man")
 def man_cmd(
     topic: Annotated[str | None, typer.Option("--topic", "-t", help="Show one topic.")] = None,
+    show_all: Annotated[bool, typer.Option("--all", help="Print every topic.")] = False,
     list_topics: Annotated[bool, typer.Option("--list-topics", help="List topic names.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     path: Annotated[bool, typer.Option("--path", help="Print the folder holding the topic files.")] = False,
     positional: Annotated[str | None, typer.Argument(help="Topic (same as --topic).")] = None,
 ) -> None:
-    """The manual: topics shipped with retrain (quickstart, configuration, options, ...)."""
+    """The manual: topics shipped with retrain (quickstart, configuration, options, ...). Alone,
+    the list of topics; TOPIC shows one, --all prints them all."""
     from retrain.commands.manual.run import run
 
-    guarded(run, topic or positional, list_topics, as_json, path)
+    guarded(run, topic or positional, list_topics, as_json, path, show_all)
 
 
 @app.command("resume-check")

@@ -1,6 +1,7 @@
 """Text rendering of a comparison: finals with a win column, performance, sparklines.
 
-Both sparklines of a metric share one scale, so their heights compare across A and B.
+Both sparklines of a metric share one scale from zero (or the lowest value, when below zero),
+so their heights compare across A and B and a zero draws empty.
 """
 
 from __future__ import annotations
@@ -8,11 +9,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from retrain.diff.compute import DIRECTIONS, HIGHER
 from retrain.status.format import duration
 
 BARS = " ▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 20
 _WIN_TEXT = {"<": "A", ">": "B", "=": "=", "": ""}
+
+
+def _legend() -> str:
+    higher = ", ".join(k + ("k" if k.endswith("@") else "") for k, v in DIRECTIONS.items() if v == HIGHER)
+    lower = ", ".join(k for k, v in DIRECTIONS.items() if v != HIGHER)
+    return (f"win: A/B = better side, = tie, only for metrics with a direction (higher: {higher}; "
+            f"lower: {lower}); the others have no winner")
+
+
+WIN_LEGEND = _legend()
 
 
 def buckets(values: Sequence[float], width: int = SPARK_WIDTH) -> list[float]:
@@ -27,9 +39,10 @@ def buckets(values: Sequence[float], width: int = SPARK_WIDTH) -> list[float]:
 
 
 def sparkline(values: Sequence[float], lo: float, hi: float, width: int = SPARK_WIDTH) -> str:
+    """One bar per bucket, `lo` drawn empty and `hi` full; an empty scale (lo == hi) draws empty."""
     span = hi - lo
     top = len(BARS) - 1
-    return "".join(BARS[top if span <= 0 else round((v - lo) / span * top)] for v in buckets(values, width))
+    return "".join(BARS[0 if span <= 0 else round((v - lo) / span * top)] for v in buckets(values, width))
 
 
 def _value(v: float | None, name: str) -> str:
@@ -57,8 +70,10 @@ def render(result: dict[str, Any]) -> str:
     lines = [f"A: {result['label_a']}{a_runs}", f"B: {result['label_b']}{b_runs}", ""]
     head = [("metric", "A", "B", "win")]
     finals = _rows(result, list(result["final_a"]), "final_a", "final_b")
-    totals = [("steps", str(result["steps_a"]), str(result["steps_b"]), ""),
-              ("wall time", duration(result["wall_time_a"]), duration(result["wall_time_b"]), "")]
+    totals = [("RL steps", str(result["steps_a"]), str(result["steps_b"]), "")]
+    if result["sft_steps_a"] or result["sft_steps_b"]:
+        totals.append(("SFT steps", str(result["sft_steps_a"]), str(result["sft_steps_b"]), ""))
+    totals.append(("wall time", duration(result["wall_time_a"]), duration(result["wall_time_b"]), ""))
     lines += _table(head + finals + totals)
     perf_names = sorted(set(result["perf_a"]) | set(result["perf_b"]))
     if perf_names:
@@ -66,8 +81,9 @@ def render(result: dict[str, Any]) -> str:
     curve_a, curve_b = result["curve_a"], result["curve_b"]
     if curve_a or curve_b:
         both = [*curve_a, *curve_b]
-        lo, hi = min(both), max(both)
+        lo, hi = min(0.0, *both), max(both)
         lines += ["", f"correct_rate per step (shared scale {lo * 100:.1f}%–{hi * 100:.1f}%):",
                   f"  A {sparkline(curve_a, lo, hi)}", f"  B {sparkline(curve_b, lo, hi)}"]
-    lines += ["", "win: A/B = better side (lower loss, times and memory; higher otherwise), = tie"]
+    lines += ["", WIN_LEGEND]
     return "\n".join(lines)
+

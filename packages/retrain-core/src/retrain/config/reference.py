@@ -8,6 +8,7 @@ from typing import Any
 from retrain.config.fields import FieldSpec, all_fields
 from retrain.config.schema import SECTIONS
 from retrain.config.validate.built import NOT_BUILT_OPTIONS, not_built_doc
+from retrain.config.validate.inert import inert_doc
 
 HEADER = """\
 # Configuration reference
@@ -28,7 +29,9 @@ cross-field rules and [campaigns](campaigns.md) for the `[campaign]` table.
 Keys marked **Not built yet** are accepted at their default only: any other value is refused
 when the file loads (`explain`, `trace` and a run alike) with "not built yet in this version"
 and what to use instead, so no setting is silently ignored. The backend options that are not
-built yet are listed at the end.
+built yet are listed at the end. Keys marked **Live with** tune a feature that is not always
+on: set away from their default while it is off, they load with a one-line warning naming the
+switch that would read them.
 """
 
 
@@ -70,11 +73,12 @@ def render_markdown() -> str:
         parts.append("|---|---|---|---|---|")
         for spec in by_section[section]:
             flag = f"`{spec.flag}`" if not spec.is_mapping else _mapping_flag(spec)
-            meaning = " ".join(p for p in (not_built_doc(spec.dotted), spec.description) if p)
+            meaning = " ".join(p for p in (not_built_doc(spec.dotted), spec.description, inert_doc(spec.dotted)) if p)
             parts.append(f"| `{spec.key}` | {_escape(_type(spec))} | {_escape(_default(spec))} | {flag} | "
                          f"{_escape(meaning)} |")
     parts.append("\n## Backend options not built yet\n")
-    parts.append("Setting one of these `[backend.options]` to anything but its default is refused. "
+    parts.append("Setting one of these `[backend.options]` to anything but its default is refused, "
+                 "except false for a switch: false is what this version does, whatever the default. "
                  "`retrain backends --json` lists every option with `\"built\"`.\n")
     parts.append("| backend | option | what |")
     parts.append("|---|---|---|")

@@ -1,11 +1,13 @@
-"""One evaluation: sample k completions per problem from the policy, score them with the
+"""One evaluation: sample n >= k completions per problem from the policy, score them with the
 run's reward, and reduce them to an `EvalRow` (and one `ProblemResult` per problem).
 
-A sample passes when its reward is at least `pass_threshold`. Per problem, with c of the k
-samples passing: pass@1 = c/k, pass@k by the unbiased estimator (with n = k samples it is 1
-when any passed), maj@k by majority vote over the answers the reward extracts (a reward
-exposes them with `extract_answer(response) -> str`; the boxed rewards do). The row holds
-the means over problems.
+A sample passes when its reward is at least `pass_threshold`. Per problem, with c of the n
+samples passing: pass@1 = c/n and pass@k = 1 - C(n-c, k)/C(n, k), the unbiased estimators
+(with n = k, pass@k is 1 when any sample passed: an estimate from one draw of k); maj@k is a
+majority vote over the answers the reward extracts (a reward exposes them with
+`extract_answer(response) -> str`; the boxed rewards do) of k samples, averaged over the
+floor(n/k) disjoint blocks of k samples in draw order (each block is one draw of k, so the
+mean stays unbiased). The row holds the means over problems.
 """
 
 from __future__ import annotations
@@ -57,12 +59,16 @@ def _mean(values: Sequence[float]) -> float:
 
 def evaluate(sampler: PolicySampler, problems: Sequence[Problem], reward: Any, k: int, *,
              params: SamplingParams, pass_threshold: float = 1.0, step: int = 0, per_call: int = 64,
-             progress: Callable[[int], None] | None = None) -> Evaluation:
-    """`reward` scores batches (`score_batch(responses, references)`, as the run's reward
-    does); `params.seed` must be set, and call i samples with `params.seed + i`;
-    `progress(problems_done)` is called after each call."""
+             progress: Callable[[int], None] | None = None, n: int | None = None) -> Evaluation:
+    """`n` samples per problem (default k, at least k); `reward` scores batches
+    (`score_batch(responses, references)`, as the run's reward does); `params.seed` must be
+    set, and call i samples with `params.seed + i`; `progress(problems_done)` is called after
+    each call."""
     if params.seed is None:
         raise ValueError("evaluation samples from its own stream: params.seed must be set")
+    n = k if n is None else n
+    if not 1 <= k <= n:
+        raise ValueError(f"evaluation needs 1 <= k <= n samples per problem (k={k}, n={n})")
     t0 = time.perf_counter()
     extract = getattr(reward, "extract_answer", None)
     tok = sampler.tokenizer
@@ -75,19 +81,21 @@ def evaluate(sampler: PolicySampler, problems: Sequence[Problem], reward: Any, k
     for call, start in enumerate(range(0, len(problems), per_call)):
         chunk = problems[start:start + per_call]
         seeded = msgspec.structs.replace(params, seed=params.seed + call)
-        groups = sampler.sample([p.prompt_ids for p in chunk], k, seeded)
+        groups = sampler.sample([p.prompt_ids for p in chunk], n, seeded)
         texts = [[tok.decode(c.token_ids) for c in group] for group in groups]
         scored = reward.score_batch([t for group in texts for t in group],
-                                    [p.example.reference for p in chunk for _ in range(k)])
+                                    [p.example.reference for p in chunk for _ in range(n)])
         scores = [float(s) for s in scored.scores]
         for i, (problem, group, group_texts) in enumerate(zip(chunk, groups, texts, strict=True)):
-            rewards = scores[i * k:(i + 1) * k]
+            rewards = scores[i * n:(i + 1) * n]
             passed = [r >= pass_threshold for r in rewards]
             c = sum(passed)
-            pass1.append(c / k)
-            passk.append(pass_at_k(k, c, k))
+            pass1.append(c / n)
+            passk.append(pass_at_k(n, c, k))
             if callable(extract):
-                majk.append(float(majority_passes([str(extract(t) or "") for t in group_texts], passed)))
+                answers = [str(extract(t) or "") for t in group_texts]
+                blocks = range(0, n - n % k, k)
+                majk.append(_mean([float(majority_passes(answers[b:b + k], passed[b:b + k])) for b in blocks]))
             tokens += sum(len(x.token_ids) for x in group)
             truncated += sum(x.finish_reason == "length" for x in group)
             rewards_all += rewards
@@ -98,7 +106,7 @@ def evaluate(sampler: PolicySampler, problems: Sequence[Problem], reward: Any, k
         if progress is not None:
             progress(len(results))
     samples = len(rewards_all)
-    row = EvalRow(step=step, k=k, examples=len(results), mean_reward=_mean(rewards_all), pass_at_1=_mean(pass1),
+    row = EvalRow(step=step, k=k, n=n, examples=len(results), mean_reward=_mean(rewards_all), pass_at_1=_mean(pass1),
                   pass_at_k=_mean(passk), maj_at_k=_mean(majk) if callable(extract) else None,
                   mean_tokens=tokens / samples if samples else 0.0,
                   truncated_share=truncated / samples if samples else 0.0,

@@ -3,7 +3,9 @@ problem in `eval/step_N.jsonl`.
 
 `step` is the number of RL steps the evaluated policy has taken (0 = before the first RL
 step, after any SFT warmup; N = after RL step N-1, the policy `checkpoint_step_N` holds).
-The metric keys carry the configured k (`eval/pass@8`), so `eval/k` says which to read.
+The metric keys carry the configured k (`eval/pass@8`), so `eval/k` says which to read;
+`eval/n` is the number of samples per problem they are estimated from (rows written before it
+existed drew n = k).
 """
 
 from __future__ import annotations
@@ -36,9 +38,16 @@ class EvalRow(msgspec.Struct, kw_only=True):
     mean_tokens: float
     truncated_share: float
     wall_s: float
+    #: samples per problem the estimates come from, >= k; 0 at construction means k
+    n: int = 0
+
+    def __post_init__(self) -> None:
+        if self.n == 0:
+            self.n = self.k
 
     def to_dict(self) -> dict[str, Any]:
-        row: dict[str, Any] = {"step": self.step, PREFIX + "k": self.k, PREFIX + "examples": self.examples,
+        row: dict[str, Any] = {"step": self.step, PREFIX + "k": self.k, PREFIX + "n": self.n,
+                               PREFIX + "examples": self.examples,
                                PREFIX + "mean_reward": self.mean_reward, pass_key(1): self.pass_at_1,
                                pass_key(self.k): self.pass_at_k}
         if self.maj_at_k is not None:
@@ -60,14 +69,17 @@ class EvalRow(msgspec.Struct, kw_only=True):
         p1, pk = num(pass_key(1)), num(pass_key(k))
         if p1 is None or pk is None:
             return None
-        return cls(step=step, k=k, examples=int(num(PREFIX + "examples") or 0),
+        n = row.get(PREFIX + "n", k)
+        if not isinstance(n, int) or isinstance(n, bool) or n < k:
+            return None
+        return cls(step=step, k=k, n=n, examples=int(num(PREFIX + "examples") or 0),
                    mean_reward=num(PREFIX + "mean_reward") or 0.0, pass_at_1=p1, pass_at_k=pk,
                    maj_at_k=num(maj_key(k)), mean_tokens=num(PREFIX + "mean_tokens") or 0.0,
                    truncated_share=num(PREFIX + "truncated_share") or 0.0, wall_s=num(PREFIX + "wall_s") or 0.0)
 
 
 class ProblemResult(msgspec.Struct, kw_only=True):
-    """One problem of one evaluation: its k rewards and one sample (the first that passed,
+    """One problem of one evaluation: its n rewards and one sample (the first that passed,
     else the first)."""
 
     id: int | str

@@ -47,20 +47,26 @@ def stream_seed(seed: int) -> int:
 
 @dataclass(frozen=True)
 class EvalPlan:
-    """How to evaluate: `per_call` problems per sampling call (as many sequences as one
-    training step samples, at least one problem)."""
+    """How to evaluate: `n` samples per problem (at least `k`) for pass@1 and pass@k,
+    `per_call` problems per sampling call (as many sequences as one training step samples, at
+    least one problem)."""
 
     schedule: Schedule
     k: int
     params: SamplingParams
     pass_threshold: float
     per_call: int
+    n: int
 
     @classmethod
-    def of(cls, config: TrainConfig, *, k: int | None = None) -> EvalPlan:
+    def of(cls, config: TrainConfig, *, k: int | None = None, n: int | None = None) -> EvalPlan:
+        """`k` and `n` override `[eval] k` and `n` (`retrain eval --k/--n`); n defaults to k."""
         e, t = config.eval, config.training
         k = k or e.k
-        temperature = e.temperature if e.temperature >= 0 else (0.0 if k == 1 else t.temperature)
+        n = n or e.n or k
+        if n < k:
+            raise ValueError(f"{n} samples per problem cannot estimate pass@{k} (n must be >= k)")
+        temperature = e.temperature if e.temperature >= 0 else (0.0 if n == 1 else t.temperature)
         params = SamplingParams(max_tokens=e.max_tokens or t.max_tokens, temperature=temperature,
                                 top_p=e.top_p or t.top_p, seed=stream_seed(t.seed))
-        return cls(Schedule.of(config), k, params, e.pass_threshold, max(1, t.batch_size * t.group_size // k))
+        return cls(Schedule.of(config), k, params, e.pass_threshold, max(1, t.batch_size * t.group_size // n), n)

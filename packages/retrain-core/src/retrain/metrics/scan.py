@@ -22,6 +22,9 @@ Row = dict[str, Any]
 
 #: Per-step wall-clock fields, in order of preference (RL rows, then standalone SFT rows).
 STEP_TIME_FIELDS = ("step_time_s", "time_s")
+#: The `phase` of a supervised row (warmup inside an RL run, or trainer = sft), which counts its
+#: own steps from 0; RL rows have no phase or phase "rl".
+SFT_PHASE = "sft"
 
 
 def number(value: Any) -> float | None:
@@ -38,6 +41,10 @@ def row_step_time(row: Mapping[str, Any]) -> float | None:
         if value is not None:
             return value
     return None
+
+
+def is_sft_row(row: Mapping[str, Any]) -> bool:
+    return row.get("phase") == SFT_PHASE
 
 
 def row_step(row: Mapping[str, Any], default: int) -> int:
@@ -137,6 +144,11 @@ class MetricsScan:
     #: field -> [(step, value)] over the rows where the field is a finite number.
     series: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
 
+    @property
+    def steps_done(self) -> int:
+        """The last row's 0-based step + 1 (as `retrain status` counts); 0 without rows."""
+        return 0 if self.last is None else row_step(self.last, self.rows - 1) + 1
+
 
 def scan_metrics_file(
     path: str | Path,
@@ -186,3 +198,21 @@ def summarize_rows(
                 scan.series[name].append((step, value))
     scan.means = {name: sums[name] / counts[name] for name in means_of if counts[name]}
     return scan
+
+
+def scan_phases(
+    path: str | Path,
+    *,
+    mean_fields: Iterable[str] = (),
+    max_fields: Iterable[str] = (),
+    series_fields: Iterable[str] = (),
+) -> tuple[MetricsScan, MetricsScan]:
+    """(RL rows, SFT rows) of a metrics file, each aggregated as `scan_metrics_file` does: the
+    two phases count their own steps, so neither's series or step count includes the other's."""
+    rl: list[Row] = []
+    sft: list[Row] = []
+    for row in iter_jsonl_objects(path):
+        (sft if is_sft_row(row) else rl).append(row)
+    fields = (tuple(mean_fields), tuple(max_fields), tuple(series_fields))
+    return (summarize_rows(rl, mean_fields=fields[0], max_fields=fields[1], series_fields=fields[2]),
+            summarize_rows(sft, mean_fields=fields[0], max_fields=fields[1], series_fields=fields[2]))

@@ -20,6 +20,14 @@ class PluginError(UserError, ImportError):
     """A dotted plugin path that cannot be resolved; the message says why."""
 
 
+class MissingAttribute(PluginError):
+    """The module imported but has no such attribute; `names` are its public ones."""
+
+    def __init__(self, module: str, attr: str, names: Sequence[str]) -> None:
+        self.module, self.attr, self.names = module, attr, list(names)
+        super().__init__(f"module {module!r} has no attribute {attr!r}")
+
+
 def is_dotted(value: str) -> bool:
     module, attr = split_target(value)
     return bool(module) and bool(attr)
@@ -69,7 +77,7 @@ def resolve(target: str, search_paths: Sequence[str] = ("plugins",)) -> tuple[An
         except Exception as exc:
             raise PluginError(f"module {candidate!r} failed to import: {type(exc).__name__}: {exc}") from exc
         if not hasattr(mod, attr):
-            raise PluginError(f"module {candidate!r} has no attribute {attr!r}")
+            raise MissingAttribute(candidate, attr, [n for n in dir(mod) if not n.startswith("_")])
         return getattr(mod, attr), candidate
     raise PluginError(f"no module named {module!r} (tried {', '.join(tried)})")
 

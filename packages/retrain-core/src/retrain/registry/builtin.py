@@ -82,6 +82,34 @@ TOKEN_VARYING_ALGORITHMS = ("maxrl_gtpo", "maxrl_gtpo_hicra", "maxrl_gtpo_sepa",
                             "reinforce_pp_gtpo_sepa", "reinforce_pp_delight",
                             "reinforce_pp_delight_sepa")
 
+#: What the built-in transforms read beyond their params table, by name, so that config
+#: validation can tell which keys a transform leaves unread without importing it (a test checks
+#: these against retrain.advantages.transform.BUILTIN_TRANSFORMS): GTPO weighting reads
+#: [gtpo] beta and [algorithm] uncertainty_kind; HICRA [hicra] alpha; planning masks come from
+#: the [planning] detector; the SEPA lambda from the [sepa] controller; the entropy mask reads
+#: [algorithm] surprisal_mask_rho. The Delight family reads its `delight_*` params only.
+GTPO_TRANSFORMS = ("gtpo", "entropy_mask", "gtpo_hicra", "gtpo_sepa", "gtpo_sepa_amp", "gtpo_sepa_amp_c")
+HICRA_TRANSFORMS = ("gtpo_hicra",)
+PLANNING_TRANSFORMS = ("gtpo_hicra", "gtpo_sepa", "gtpo_sepa_amp", "gtpo_sepa_amp_c")
+SEPA_TRANSFORMS = ("gtpo_sepa", "gtpo_sepa_amp", "gtpo_sepa_amp_c", "delight_sepa", "hard_delight")
+MASK_TRANSFORMS = ("entropy_mask",)
+DELIGHT_TRANSFORMS = ("delight", "delight_sepa", "hard_delight")
+#: The transform each built-in algorithm mode runs (retrain.advantages.algorithm.BUILTIN_ALGORITHMS).
+ALGORITHM_TRANSFORMS: dict[str, str] = {
+    "grpo_none": "none",
+    "maxrl_none": "none",
+    "maxrl_gtpo": "gtpo",
+    "maxrl_gtpo_hicra": "gtpo_hicra",
+    "maxrl_gtpo_sepa": "gtpo_sepa",
+    "reinforce_pp_none": "none",
+    "reinforce_pp_gtpo": "gtpo",
+    "reinforce_pp_gtpo_sepa": "gtpo_sepa",
+    "reinforce_pp_delight": "delight",
+    "reinforce_pp_delight_sepa": "delight_sepa",
+    "discover_entropic": "none",
+    "ttt_discover_entropic": "none",
+}
+
 #: Every pluggable kind, as `retrain plugins` lists them.
 KINDS = ("advantage_mode", "transform_mode", "algorithm_mode", "uncertainty_kind", "reward",
          "planning_detector", "data_source", "backend", "inference_engine", "backpressure",

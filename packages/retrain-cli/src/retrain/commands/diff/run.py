@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from retrain.diff.compute import Side, compare, load_condition, load_run
@@ -34,5 +35,6 @@ def run(targets: list[str], as_json: bool, plot: str | None) -> None:
     result = compare(a, b)
     print(json.dumps(result, indent=2) if as_json else render(result))
     if plot:
-        write_plot([Curves(f"A: {a.label}", a.series), Curves(f"B: {b.label}", b.series)], Path(plot),
-                   f"{a.label} vs {b.label}")
+        written = write_plot([Curves(f"A: {a.label}", a.series), Curves(f"B: {b.label}", b.series)], Path(plot),
+                             f"{a.label} vs {b.label}")
+        print(f"plot: {written}", file=sys.stderr if as_json else sys.stdout)

@@ -12,7 +12,9 @@ from typing import Any
 
 from retrain.registry.health import distribution_version, module_available
 
-#: (import name, distribution, what it enables, install hint)
+#: (import name, distribution, what it enables, install hint): only packages that something
+#: built in this version imports, so installing one changes what retrain does (a package for
+#: a feature that is not built, such as liger-kernel, is not suggested).
 OPTIONAL_PACKAGES: tuple[tuple[str, str, str, str], ...] = (
     ("torch", "torch", "local and unsloth backends", "pip install retrain-backends-local"),
     ("transformers", "transformers", "local backend models", "pip install retrain-backends-local"),
@@ -20,12 +22,11 @@ OPTIONAL_PACKAGES: tuple[tuple[str, str, str, str], ...] = (
     ("triton", "triton", "Triton kernels (CUDA)", "pip install retrain-kernels"),
     ("tinker", "tinker", "tinker backend", "pip install retrain-backends-tinker"),
     ("unsloth", "unsloth", "unsloth backend (CUDA)", "pip install retrain-backends-unsloth"),
-    ("verifiers", "verifiers", "verifiers environments, judge reward", "pip install retrain-envs"),
+    ("verifiers", "verifiers", "verifiers environments", "pip install retrain-envs"),
     ("websockets", "websockets", "OpenEnv environments", "pip install retrain-envs"),
     ("math_verify", "math-verify", "reward type 'math'", "pip install math-verify"),
     ("sentence_transformers", "sentence-transformers", "semantic planning detector",
      "pip install sentence-transformers"),
-    ("liger_kernel", "liger-kernel", "Liger fused linear cross-entropy (CUDA)", "pip install liger-kernel"),
     ("prometheus_client", "prometheus-client", "`retrain status serve` exporter", "pip install retrain-cli"),
     ("wandb", "wandb", "W&B logging", "pip install 'retrain-core[wandb]'"),
     ("matplotlib", "matplotlib", "status/diff --plot", "pip install 'retrain-cli[plot]'"),

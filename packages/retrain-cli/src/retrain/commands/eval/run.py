@@ -1,6 +1,7 @@
-"""`retrain eval CONFIG [--adapter DIR | --run LOG_DIR [--all-checkpoints]] [--k N]
-[--max-examples N] [--json]`: held-out pass@k of the base model, an adapter, or a run's
-checkpoints, with the config's model, backend, sampling settings, reward and problems.
+"""`retrain eval CONFIG [--adapter DIR | --run LOG_DIR [--all-checkpoints]] [--k N] [--n N]
+[--max-examples N] [--json]`: held-out pass@k (from n >= k samples per problem) of the base
+model, an adapter, or a run's checkpoints, with the config's model, backend, sampling settings,
+reward and problems.
 
 One backend is built and each policy's weights are loaded into it in turn; every policy is
 scored on the same problems from the same random stream (`retrain.evaluation.settings`).
@@ -27,12 +28,16 @@ Progress = Callable[[int], None]
 
 
 def run(config: str, *, adapter: str | None = None, run_dir: str | None = None, all_checkpoints: bool = False,
-        k: int | None = None, max_examples: int | None = None, as_json: bool = False) -> None:
+        k: int | None = None, n: int | None = None, max_examples: int | None = None, as_json: bool = False) -> None:
     policies = select(adapter, run_dir, all_checkpoints)
     if not policies:
         raise UserError(f"--run {run_dir}: no checkpoint_step_N or final folder beside its latest checkpoint")
     c = load_config(config).config
-    plan = EvalPlan.of(c, k=k)
+    try:
+        plan = EvalPlan.of(c, k=k, n=n)
+    except ValueError as exc:
+        shown = " ".join(f"{flag} {v}" for flag, v in (("--k", k), ("--n", n)) if v) or f"[eval] n = {c.eval.n}"
+        raise UserError(f"{shown}: {exc}", hint="--n N with N >= k") from None
     examples = load_problems(c, max_examples=max_examples)
     require_runnable(c)
     from retrain.rewards.create import build_reward
@@ -51,11 +56,11 @@ def run(config: str, *, adapter: str | None = None, run_dir: str | None = None, 
                 backend.load_adapter(policy.path)
             results.append((policy, evaluate(backend, problems, reward, plan.k, params=plan.params,
                                              pass_threshold=plan.pass_threshold, step=policy.rl_steps or 0,
-                                             per_call=plan.per_call, progress=progress)))
+                                             per_call=plan.per_call, progress=progress, n=plan.n)))
     if as_json:
         print(json.dumps(as_rows(results), indent=2))
     else:
-        _table(results, plan.k, len(examples))
+        _table(results, plan.k, plan.n, len(examples))
 
 
 def as_rows(results: list[tuple[Policy, Evaluation]]) -> list[dict[str, Any]]:
@@ -96,11 +101,11 @@ def _progress(policies: list[Policy], total: int) -> Iterator[tuple[Policy, Prog
             yield policy, None
 
 
-def _table(results: list[tuple[Policy, Evaluation]], k: int, examples: int) -> None:
+def _table(results: list[tuple[Policy, Evaluation]], k: int, n: int, examples: int) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"held-out evaluation: {examples} problems, k = {k}")
+    table = Table(title=f"held-out evaluation: {examples} problems, k = {k}" + (f", n = {n} samples each" if n > k else ""))
     many = k > 1
     voted = many and any(r.row.maj_at_k is not None for _, r in results)
     columns = ["policy", "RL steps", "pass@1", *([f"pass@{k}"] if many else []), *([f"maj@{k}"] if voted else []),

@@ -36,11 +36,44 @@ ALIASES = {
 }
 
 
+#: One line per topic for `retrain man`'s table of contents (a test keeps it to the topic files).
+SUMMARIES = {
+    "advantages": "how rewards become per-token advantages: GRPO, MaxRL, GTPO, SEPA, Delight",
+    "backends": "where training runs: local, unsloth, tinker; their options",
+    "benchmark": "repeated runs of one config and the spread across them",
+    "campaign": "sweeps of conditions x seeds, resumed when run again",
+    "commands": "every retrain command in one screen",
+    "configuration": "every TOML section and key, with type and default",
+    "environment": "prompts and rewards from verifiers or OpenEnv environments",
+    "eval": "held-out pass@k during training ([eval]) and after it (retrain eval)",
+    "exit-status": "what each exit status means",
+    "files": "the files retrain reads and writes",
+    "inference": "sampling in-process or on a vLLM / SGLang / OpenAI-compatible server",
+    "logging": "what a run writes: metrics.jsonl, state, run_meta.json, adapters, W&B",
+    "options": "every override flag (--max-steps, --backend-opt KEY=VALUE, ...)",
+    "plugins": "your own advantages, transforms, rewards, data, backends as dotted paths",
+    "quickstart": "the bundled CPU demo, then your own config: write, preview, run",
+    "squeeze": "LoRA-Squeeze: how much of an adapter's rank is used, and a smaller adapter",
+    "status": "watching runs (status, top), comparing them (diff), Prometheus export",
+    "tinker": "training on the Tinker service with the same TOML",
+    "trace": "preflight of the training flow without a GPU",
+    "trainers": "runners other than the RL loop: ttt_discover, command, optimizer_replay",
+    "training": "the RL loop, resume, what a run prints, KL, supervised fine-tuning",
+    "tree": "experiment trees: nodes, success conditions and what they unlock",
+    "troubleshooting": "common errors and what to do about them",
+    "validation": "what loading a config checks, in order, and what is refused",
+}
+
+
 @dataclass(frozen=True)
 class Topic:
     name: str
     title: str
     content: str
+
+    @property
+    def summary(self) -> str:
+        return SUMMARIES.get(self.name, self.title)
 
 
 def topic_names() -> list[str]:
@@ -85,6 +118,7 @@ def options_block() -> str:
 def keys_block() -> str:
     from retrain.config.fields import all_fields
     from retrain.config.validate.built import not_built_doc
+    from retrain.config.validate.inert import inert_doc
 
     lines = []
     section = ""
@@ -96,5 +130,7 @@ def keys_block() -> str:
         default = "unset" if spec.default is None else default
         doc = not_built_doc(spec.dotted).replace("**Not built yet:** ", "").replace("`", "").rstrip(".")
         marker = f"  [not built yet: {doc}]" if doc else ""
+        live = inert_doc(spec.dotted).replace("**Live with** ", "").rstrip(".")
+        marker += f"  [live with {live}]" if live else ""
         lines.append(f"    {spec.key:<36} {spec.type_name():<10} default {default}{marker}")
     return "\n".join(lines)

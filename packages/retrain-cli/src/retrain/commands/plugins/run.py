@@ -1,6 +1,7 @@
 """`retrain plugins [--json] [CONFIG]`: what every pluggable kind can be set to here, and
 where each name comes from (built in, an installed distribution's entry point, or a module
-under the [plugins] search paths)."""
+under the [plugins] search paths). Built-in names that config validation refuses as not built
+yet (retrain.config.validate.built) are listed, marked "not built yet"."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ from typing import Any
 from retrain.backends import catalog
 from retrain.config import load_config
 from retrain.config.schema import TrainConfig
-from retrain.config.validate.built import live_values
+from retrain.config.validate.built import NOT_BUILT_TEXT, live_values
 from retrain.plugins.resolve import add_import_roots, discover_modules
 from retrain.registry import builtin, entry_points
+
+#: the config key each kind's built-in names are values of, where some value is not built
+SELECTOR_KEYS = {"reward": "reward.type", "inference_engine": "inference.engine", "trainer": "training.trainer"}
 
 
 def _entry_points(kind: str) -> list[dict[str, str]]:
@@ -53,14 +57,15 @@ def describe(config: TrainConfig, roots: list[Path]) -> dict[str, Any]:
                 ep["name"]: f"{ep['value']} ({ep['distribution']})" for ep in _entry_points(kind)
             }
             names = builtin.NAMES.get(kind, ())
-            if kind == "trainer":  # a dotted path in [training] trainer; not-built runners left out
-                names = tuple(live_values("training.trainer", names))
             builtins = {
                 name: targets.get(name) or provided.get(name, "(provided by another distribution)")
                 for name in names
             }
+        key = SELECTOR_KEYS.get(kind)
+        live = set(live_values(key, list(builtins))) if key else set(builtins)
         kinds[kind] = {
             "builtins": builtins,
+            "not_built": [name for name in builtins if name not in live],
             "entry_point_group": builtin.ENTRY_POINT_GROUPS.get(kind),
             "entry_points": _entry_points(kind),
         }
@@ -89,7 +94,10 @@ def render_text(info: dict[str, Any]) -> str:
     for kind, entry in info["kinds"].items():
         lines.append(f"{kind}:")
         for name, origin in entry["builtins"].items():
-            lines.append(f"  {name:<26} builtin      {origin}")
+            if name in entry["not_built"]:
+                lines.append(f"  {name:<26} builtin      {NOT_BUILT_TEXT}")
+            else:
+                lines.append(f"  {name:<26} builtin      {origin}")
         for ep in entry["entry_points"]:
             if ep["name"] in entry["builtins"]:
                 continue

@@ -59,12 +59,17 @@ def run(logdir: str = "logs", *, as_json: bool = False, show_all: bool = False, 
         require_matplotlib()
     show_all = show_all and not active
     report, text = snapshot(root, show_all=show_all, as_json=as_json)
+    written = None
     if plot:
         curves = [run_curves(Path(r.path), r.run) for r in report.all_runs()]
-        write_plot(curves, Path(plot), f"runs under {root}")
+        written = write_plot(curves, Path(plot), f"runs under {root}")
     if not watch_:
         print(text)
+        if written is not None:
+            print(f"plot: {written}", file=sys.stderr if as_json else sys.stdout)
         return
+    if written is not None:  # the screen is cleared at each refresh
+        print(f"plot: {written}", file=sys.stderr)
     first = [text]
 
     def show() -> str:

@@ -9,6 +9,7 @@ Surprisal s_t = min(-logprob, 50) whatever `uncertainty_kind` says. lam is the
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from retrain.advantages.delight.scale import NORM_MODES, NormMode, normalize
 from retrain.advantages.ragged import Floats, Ragged
 from retrain.advantages.uncertainty import surprisal
 
-#: Every params key the Delight family reads (trace warns about other `delight_*` keys).
+#: Every params key the Delight family reads; another `delight_*` key is refused by name.
 PARAM_KEYS = (
     "delight_eta",
     "delight_eta_mode",
@@ -84,8 +85,20 @@ def _choice(params: Mapping[str, Any], key: str, choices: tuple[str, ...]) -> st
     return value
 
 
+def check_keys(params: Mapping[str, Any]) -> None:
+    """ValueError naming the first `delight_*` key that no Delight transform reads."""
+    unknown = sorted(k for k in params if k.startswith("delight") and k not in PARAM_KEYS)
+    if unknown:
+        guess = difflib.get_close_matches(unknown[0], PARAM_KEYS, n=1)
+        hint = f"did you mean {guess[0]!r}? " if guess else ""
+        raise ValueError(f"unknown Delight param {unknown[0]!r} ({hint}known: {', '.join(PARAM_KEYS)})")
+
+
 def parse_params(params: Mapping[str, Any], *, default_norm: NormMode) -> DelightParams:
-    """Typed Delight params from a transform params table; bad values raise ValueError."""
+    """Typed Delight params from a transform params table; bad values and unknown `delight_*`
+    keys raise ValueError. Other keys belong to the rest of the pipeline (uncertainty kind,
+    mask rho) and are not the Delight transforms' to judge."""
+    check_keys(params)
     norm = _choice(params, "delight_norm_mode", NORM_MODES)
     if norm is None:
         legacy = _flag(params, "delight_normalize")

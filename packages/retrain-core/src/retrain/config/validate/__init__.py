@@ -3,8 +3,9 @@
 `validate(config)` returns the normalised config (canonical uncertainty kind, backend options
 filled with defaults), the errors and the warnings. Passes: built (keys, values and options
 that nothing reads yet are refused), bounds (single fields and cross-field rules), evaluation
-(`[eval]`), discover (`trainer = "ttt_discover"`), modes (algorithm selectors), runtime (backend, environment, devices), plugins
-(dotted paths import), warnings.
+(`[eval]`), discover (`trainer = "ttt_discover"`), modes (algorithm selectors), runtime (backend,
+environment, devices), plugins (dotted paths import); then the warnings: keys of a feature the
+config leaves off (inert) and settings that are legal but probably unmeant (warn).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from retrain.config.validate.bounds import check_bounds
 from retrain.config.validate.built import check_built, drop_superseded
 from retrain.config.validate.discover import check_discover
 from retrain.config.validate.evaluation import check_eval
+from retrain.config.validate.inert import inert_warnings
 from retrain.config.validate.mode import check_modes
 from retrain.config.validate.plugins import check_plugins
 from retrain.config.validate.runtime import check_runtime
@@ -24,7 +26,7 @@ from retrain.config.validate.warn import collect_warnings
 def validate(
     config: TrainConfig, *, import_plugins: bool = True
 ) -> tuple[TrainConfig, list[ConfigIssue], list[ConfigIssue]]:
-    refusals, option_warnings = check_built(config)
+    refusals = check_built(config)
     errors: list[ConfigIssue] = []
     errors += check_bounds(config)
     errors += check_eval(config)
@@ -36,5 +38,5 @@ def validate(
     errors = refusals + drop_superseded(errors, refusals)
     if import_plugins and not errors:
         errors += check_plugins(config)
-    warnings = [*option_warnings, *collect_warnings(config)] if not errors else []
+    warnings = [*inert_warnings(config), *collect_warnings(config)] if not errors else []
     return config, errors, warnings

@@ -128,9 +128,6 @@ def _inference(c: TrainConfig) -> list[ConfigIssue]:
     if inf.url and not re.match(r"^https?://[^/\s]+", inf.url):
         issues.append(ConfigIssue(f"{inf.url!r} must be an http:// or https:// URL", key=lab("inference_url"),
                                   hint='url = "http://127.0.0.1:8000"'))
-    if inf.url and not server:
-        issues.append(ConfigIssue('is set but engine = "pytorch" samples in-process', key=lab("inference_url"),
-                                  hint='engine = "vllm" (or sglang, openai) to sample on that server'))
     # the Tinker service samples from saved sampler weights, apart from the ones that train
     if t.max_async_level > 0 and not server and c.backend.backend != "tinker":
         issues.append(ConfigIssue(

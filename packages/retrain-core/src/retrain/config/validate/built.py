@@ -2,7 +2,10 @@
 
 A config that sets one of them to anything but a live value is refused at load (so `explain`,
 `trace` and a run refuse it alike) with one line naming the key, "not built yet in this
-version" and what to use instead. Nothing is accepted and then ignored: a test walks every
+version" and what to use instead. A backend option is refused only for a value that asks for
+its feature (`_asks_for`): its default is accepted (a normalised option table, such as a
+campaign validates each condition with, spells every default out), and so is false for a
+switch, which states what this version does. Nothing is accepted and then ignored: a test walks every
 schema field and every option of a built backend and fails when one is neither read by
 runtime code nor listed here. When a feature is built, its lines leave these tables.
 
@@ -25,7 +28,6 @@ from retrain.config.fields import (
     all_fields,
     coerce,
     get_value,
-    parse_devices,
 )
 from retrain.config.schema import TrainConfig
 from retrain.plugins.resolve import is_dotted
@@ -152,22 +154,6 @@ NOT_BUILT_OPTIONS: dict[str, dict[str, tuple[str, str]]] = {
     },
 }
 
-#: Live options that do nothing on the CPU: backend -> option -> why (a warning, not an error).
-CUDA_ONLY_OPTIONS: dict[str, dict[str, str]] = {
-    "local": {
-        "gradient_checkpointing": "gradient checkpointing is used on CUDA only",
-        "gradient_checkpointing_use_reentrant": "gradient checkpointing is used on CUDA only",
-        "gradient_checkpointing_skip_last_n": "gradient checkpointing is used on CUDA only",
-        "train_save_on_cpu": "activations are in CPU memory already",
-        "train_save_on_cpu_pin_memory": "activations are in CPU memory already",
-        "train_save_on_cpu_min_numel": "activations are in CPU memory already",
-        "cuda_empty_cache": "there is no CUDA cache",
-        "cuda_expandable_segments": "there is no CUDA allocator",
-        "sample_cuda_graphs": "CUDA graphs need a CUDA device",
-    },
-}
-
-
 @cache
 def _entries() -> dict[str, tuple[FieldSpec, NotBuilt]]:
     """Dotted key -> (field, entry), with section entries expanded to each of their keys."""
@@ -203,8 +189,8 @@ def option_built(backend: str, option: str) -> bool:
     return option not in NOT_BUILT_OPTIONS.get(backend, {})
 
 
-def check_built(c: TrainConfig) -> tuple[list[ConfigIssue], list[ConfigIssue]]:
-    """(refusals, warnings). Reads `[backend.options]` as written, before defaults fill it."""
+def check_built(c: TrainConfig) -> list[ConfigIssue]:
+    """The refusals. Reads `[backend.options]` as written, before defaults fill it."""
     errors: list[ConfigIssue] = []
     for spec, entry in _entries().values():
         value = get_value(c, spec)
@@ -214,23 +200,20 @@ def check_built(c: TrainConfig) -> tuple[list[ConfigIssue], list[ConfigIssue]]:
     backend, options = c.backend.backend, c.backend.options
     schema = BUILTIN_OPTION_SCHEMAS.get(backend, {})
     for key, (what, instead) in NOT_BUILT_OPTIONS.get(backend, {}).items():
-        if key in options and _differs(options[key], schema[key].value_type, schema[key].default):
+        if key in options and _asks_for(options[key], schema[key].value_type, schema[key].default):
             errors.append(ConfigIssue(f"{what} is {NOT_BUILT_TEXT}", key=f"[backend.options] {key}", hint=instead))
-    warnings: list[ConfigIssue] = []
-    on_cpu = (parse_devices(c.backend.devices) or [""])[0] == "cpu"
-    for key, why in CUDA_ONLY_OPTIONS.get(backend, {}).items():
-        if on_cpu and key in options:
-            warnings.append(ConfigIssue(f"has no effect on the CPU ({why})", key=f"[backend.options] {key}"))
-    return errors, warnings
+    return errors
 
 
-def _differs(raw: Any, value_type: type, default: Any) -> bool:
-    """True when `raw` coerces to a value other than the default; an uncoercible value is left
-    to the option schema's own error."""
+def _asks_for(raw: Any, value_type: type, default: Any) -> bool:
+    """True when `raw` asks for an unbuilt option's feature: a value other than the default
+    and, for a switch, other than false (off: what runs). An uncoercible value is left to the
+    option schema's own error."""
     try:
-        return bool(coerce(value_type, raw) != default)
+        value = coerce(value_type, raw)
     except CoerceError:
         return False
+    return bool(value != default) and not (value_type is bool and value is False)
 
 
 def drop_superseded(issues: list[ConfigIssue], refusals: list[ConfigIssue]) -> list[ConfigIssue]:

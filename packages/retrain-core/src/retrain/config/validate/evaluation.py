@@ -12,8 +12,11 @@ def check_eval(c: TrainConfig) -> list[ConfigIssue]:
     e = c.eval
     issues: list[ConfigIssue] = []
     if -1 < e.temperature < 0:
-        issues.append(ConfigIssue(f"{e.temperature} must be -1 (0 when k = 1, else the training "
-                                  "temperature) or >= 0", key="[eval] temperature", hint="temperature = -1"))
+        issues.append(ConfigIssue(f"{e.temperature} must be -1 (0 for one sample per problem, else the "
+                                  "training temperature) or >= 0", key="[eval] temperature", hint="temperature = -1"))
+    if e.n and e.n < e.k:
+        issues.append(ConfigIssue(f"{e.n} samples per problem cannot estimate pass@{e.k}: n must be >= k",
+                                  key="[eval] n", hint=f"n = {e.k} or more, or 0 (= k)"))
     if not Schedule.of(c).enabled:
         return issues
     if not c.is_rl:

@@ -1,11 +1,12 @@
 """Plugins: every dotted selector in the config must import (the reference checked syntax
-only and failed later, mid-run)."""
+only and failed later, mid-run). A custom reward whose module imports but lacks the function
+is blamed on `custom_function`, one whose module does not import on `custom_module`."""
 
 from __future__ import annotations
 
-from retrain.config.errors import ConfigIssue
+from retrain.config.errors import ConfigIssue, did_you_mean
 from retrain.config.schema import TrainConfig
-from retrain.plugins.resolve import PluginError, is_dotted, resolve
+from retrain.plugins.resolve import MissingAttribute, PluginError, is_dotted, resolve
 
 
 def dotted_selectors(c: TrainConfig) -> list[tuple[str, str]]:
@@ -38,6 +39,9 @@ def check_plugins(c: TrainConfig) -> list[ConfigIssue]:
         target = f"{c.reward.custom_module}.{c.reward.custom_function}"
         try:
             resolve(target, c.plugins.search_paths)
+        except MissingAttribute as exc:
+            issues.append(ConfigIssue(f"module {exc.module!r} has no function {exc.attr!r}",
+                                      key="[reward] custom_function", hint=did_you_mean(exc.attr, exc.names)))
         except PluginError as exc:
             issues.append(ConfigIssue(f"custom reward {target!r} does not import: {exc}",
                                       key="[reward] custom_module"))

@@ -38,7 +38,8 @@ from retrain.backends.protocol import Tokenizer, TrainBackend
 from retrain.environments.chat import chat_tokenizer, prompt_ids
 from retrain.environments.concurrency import EnvClock, bounded
 from retrain.environments.verifiers.endpoint import MODEL, PolicyEndpoint, Served
-from retrain.environments.verifiers.prompt import example, messages
+from retrain.environments.verifiers.order import TaskOrder
+from retrain.environments.verifiers.prompt import messages
 from retrain.errors import UserError
 from retrain.training.rollout.multi import Episode, Segment, Turn, episode_metrics
 from retrain.training.rollouts import Group, StepRollouts
@@ -132,20 +133,18 @@ class VerifiersEpisodes:
     def __init__(self, taskset_id: str, env: Any, tasks: Sequence[Any], workers: int) -> None:
         self.taskset_id = taskset_id
         self.env = env
-        self.tasks = list(tasks)
+        self.order = TaskOrder(taskset_id, tasks)
         self.workers = workers
-        self._examples = [example(taskset_id, i, t) for i, t in enumerate(self.tasks)]
         self.endpoint: PolicyEndpoint | None = None
         self._tokenizer_dir = ""
 
     def examples(self) -> Sequence[Example]:
-        return self._examples
+        return self.order.examples
 
     def encode(self, example: Example, tokenizer: Tokenizer) -> list[int]:
         """The task's own prompt (what the generations log shows); the env's `run()` decides
         what the policy actually sees, which the episode's segments hold."""
-        task = self.tasks[int((example.info or {})["task_index"])]
-        msgs = messages(task) or [{"role": "user", "content": ""}]
+        msgs = messages(self.order.task(example)) or [{"role": "user", "content": ""}]
         return prompt_ids(chat_tokenizer(tokenizer), msgs)
 
     def open(self, backend: TrainBackend) -> None:
@@ -186,8 +185,7 @@ class VerifiersEpisodes:
         served = self.endpoint.served
         served.clear()
         t0 = time.perf_counter()
-        jobs = [(g, self.tasks[int((ex.info or {})["task_index"])]) for g, (ex, _) in enumerate(batch)
-                for _ in range(group_size)]
+        jobs = [(g, self.order.task(ex)) for g, (ex, _) in enumerate(batch) for _ in range(group_size)]
         clock = EnvClock()
         veps = asyncio.run(self._play(jobs, self._context(sampling), clock))
         if served.error is not None:
@@ -229,7 +227,7 @@ class VerifiersEpisodes:
                 dropped += 1
                 continue
             eps = [p.episode for p in kept if p.episode is not None]
-            groups.append(Group(ex, list(ids), [e.completion() for e in eps], [e.text for e in eps],
+            groups.append(Group(self.order.example(ex), list(ids), [e.completion() for e in eps], [e.text for e in eps],
                                 np.asarray([p.reward for p in kept], dtype=np.float64), episodes=eps))
         if not groups:
             raise UserError(f"verifiers environment {self.taskset_id!r}: every group of this step lost its episodes "
@@ -237,10 +235,10 @@ class VerifiersEpisodes:
         return groups, dropped
 
     def state(self) -> dict[str, Any]:
-        return {}
+        return self.order.state()
 
     def load_state(self, state: Mapping[str, Any]) -> None:
-        return None
+        self.order.load_state(state)
 
     def close(self) -> None:
         if self.endpoint is not None:

@@ -1,0 +1,182 @@
+"""Keys of a feature this config leaves off: set away from their default, they would do nothing.
+
+One table, `INERT`: each rule names keys, when they are read (`live`), why this config does
+not read them (`off`) and the switch that would (`switch`). A key set away from its default
+while its rule is not live gets one warning naming the key and the switch; the first rule that
+is not live speaks for it. Nothing here is an error: none of these settings is harmful, and a
+run may turn its feature on from the command line or a campaign condition. A key that nothing
+reads at all is refused instead (`validate.built`).
+
+Backend options that only CUDA reads are rules of the same table, about the configured
+`[backend] devices` (all "cpu"), not about whether this machine has CUDA: the config is
+checked the same anywhere, without torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from retrain.backends.options import BUILTIN_OPTION_SCHEMAS
+from retrain.config.errors import ConfigIssue
+from retrain.config.fields import FieldSpec, all_fields, get_value, parse_devices
+from retrain.config.schema import TrainConfig
+from retrain.evaluation.settings import Schedule
+from retrain.registry import builtin
+
+OPTIONS = "backend.options."  # `keys` prefix of a backend option
+
+
+@dataclass(frozen=True)
+class Inert:
+    """Keys ("section.key", or "backend.options.NAME" of `backend`) read only while `live`."""
+
+    keys: tuple[str, ...]
+    live: Callable[[TrainConfig], bool]
+    off: Callable[[TrainConfig], str]
+    switch: str
+    backend: str = ""
+
+
+def transform_of(c: TrainConfig) -> str | None:
+    """The built-in transform the config runs, or None when a plugin decides (what a plugin
+    reads is its own business: every key counts as live for it)."""
+    a = c.algorithm
+    if a.algorithm_mode:
+        return builtin.ALGORITHM_TRANSFORMS.get(a.algorithm_mode)
+    return a.transform_mode if a.transform_mode in builtin.TRANSFORM_MODES else None
+
+
+def _transform_in(names: tuple[str, ...]) -> Callable[[TrainConfig], bool]:
+    def live(c: TrainConfig) -> bool:
+        name = transform_of(c)
+        return name is None or name in names
+
+    return live
+
+
+def _transform_off(what: str) -> Callable[[TrainConfig], str]:
+    return lambda c: f"transform {transform_of(c)!r} {what}"
+
+
+def _on_gpu(c: TrainConfig) -> bool:
+    return any(d != "cpu" for d in parse_devices(c.backend.devices))
+
+
+def _said(text: str) -> Callable[[TrainConfig], str]:
+    return lambda c: text
+
+
+#: Live options that only CUDA reads: backend -> option -> why they do nothing on the CPU.
+CUDA_ONLY_OPTIONS: dict[str, dict[str, str]] = {
+    "local": {
+        "gradient_checkpointing": "gradient checkpointing is used on CUDA only",
+        "gradient_checkpointing_use_reentrant": "gradient checkpointing is used on CUDA only",
+        "gradient_checkpointing_skip_last_n": "gradient checkpointing is used on CUDA only",
+        "train_save_on_cpu": "activations are in CPU memory already",
+        "train_save_on_cpu_pin_memory": "activations are in CPU memory already",
+        "train_save_on_cpu_min_numel": "activations are in CPU memory already",
+        "cuda_empty_cache": "there is no CUDA cache",
+        "cuda_expandable_segments": "there is no CUDA allocator",
+        "sample_cuda_graphs": "CUDA graphs need a CUDA device",
+    },
+}
+
+_SERVER_ENGINES = '[inference] engine = "vllm", "sglang" or "openai"'
+_EVAL_SWITCH = "[eval] every = N, before_train = true or at_end = true"
+
+INERT: tuple[Inert, ...] = (
+    Inert(("data.source", "data.path", "data.difficulty"), lambda c: not c.environment.provider,
+          lambda c: f"[environment] provider = {c.environment.provider!r} supplies the prompts",
+          'no [environment] provider'),
+    Inert(("data.path",), lambda c: c.data.source != "arithmetic",
+          _said('source = "arithmetic" generates its problems'), '[data] source = "math"'),
+    Inert(("data.difficulty",), lambda c: c.data.source != "math",
+          _said('difficulty applies to source = "arithmetic"'), '[data] source = "arithmetic"'),
+    Inert(("eval.k", "eval.n", "eval.temperature", "eval.top_p", "eval.max_tokens", "eval.max_examples",
+           "eval.pass_threshold", "eval.data_path"), lambda c: Schedule.of(c).enabled,
+          _said("evaluation during training is off (only `retrain eval` reads [eval])"), _EVAL_SWITCH),
+    Inert(("planning.detector",), _transform_in(builtin.PLANNING_TRANSFORMS),
+          _transform_off("uses no planning masks"), '[algorithm] transform_mode = "gtpo_hicra" or a gtpo_sepa one'),
+    Inert(("planning.model", "planning.threshold"), lambda c: c.planning.detector != "regex",
+          _said("the regex detector has no model or threshold"), '[planning] detector = "semantic"'),
+    Inert(("gtpo.beta", "algorithm.uncertainty_kind"), _transform_in(builtin.GTPO_TRANSFORMS),
+          _transform_off("does not weight credit by token uncertainty (GTPO)"),
+          '[algorithm] transform_mode = "gtpo" or another gtpo* transform'),
+    Inert(("hicra.alpha",), _transform_in(builtin.HICRA_TRANSFORMS), _transform_off("applies no HICRA"),
+          '[algorithm] transform_mode = "gtpo_hicra"'),
+    Inert(("algorithm.surprisal_mask_rho",), _transform_in(builtin.MASK_TRANSFORMS),
+          _transform_off("masks no tokens"), '[algorithm] transform_mode = "entropy_mask"'),
+    Inert(("sepa.steps", "sepa.schedule", "sepa.delay_steps", "sepa.correct_rate_gate"),
+          _transform_in(builtin.SEPA_TRANSFORMS), _transform_off("does not read the SEPA lambda"),
+          '[algorithm] transform_mode = "gtpo_sepa" (or another SEPA transform)'),
+    Inert(("inference.url", "inference.concurrency", "inference.timeout_s", "inference.retries"),
+          lambda c: c.inference.engine != "pytorch", _said('engine = "pytorch" samples in-process'), _SERVER_ENGINES),
+    Inert(("inference.importance_sampling_cap",), lambda c: c.inference.importance_sampling_correction,
+          _said("importance_sampling_correction is off"), "[inference] importance_sampling_correction = true"),
+    Inert(("training.kl_estimator",), lambda c: c.training.kl_coef > 0, _said("the KL penalty is off (kl_coef = 0)"),
+          "[training] kl_coef > 0"),
+    Inert(("training.kl_cov_percent", "training.kl_cov_coef"), lambda c: c.training.policy_loss_mode == "kl_cov",
+          lambda c: f"policy_loss_mode = {c.training.policy_loss_mode!r}", '[training] policy_loss_mode = "kl_cov"'),
+    Inert(("training.clip_cov_ratio", "training.clip_cov_min", "training.clip_cov_max"),
+          lambda c: c.training.policy_loss_mode == "clip_cov",
+          lambda c: f"policy_loss_mode = {c.training.policy_loss_mode!r}", '[training] policy_loss_mode = "clip_cov"'),
+    Inert(("echo.weight", "echo.loss_fn", "echo.target_retention", "echo.max_tokens_per_step", "echo.max_token_ratio",
+           "echo.entropy_floor"), lambda c: c.echo.enabled, _said("ECHO is off"), "[echo] enabled = true"),
+    Inert(("training.tl_grpo_branch_mode", "training.tl_grpo_branch_size", "training.tl_grpo_lookahead_steps",
+           "training.tl_grpo_ema_decay", "training.tl_grpo_ema_init"), lambda c: c.training.tl_grpo,
+          _said("TL-GRPO is off"), "[training] tl_grpo = true"),
+    Inert(("backpressure.warmup_steps", "backpressure.ema_decay", "backpressure.throttle_margin",
+           "backpressure.increase_margin", "backpressure.min_batch_size", "backpressure.max_batch_size",
+           "backpressure.peak_gflops", "backpressure.peak_bw_gb_s"), lambda c: c.backpressure.enabled,
+          _said("back-pressure is off"), "[backpressure] enabled = true"),
+    *(Inert((OPTIONS + option,), _on_gpu, _said(f'the run trains on the CPU ({why})'),
+            '[backend] devices = "gpu:N"', backend=backend)
+      for backend, options in CUDA_ONLY_OPTIONS.items() for option, why in options.items()),
+)
+
+
+@cache
+def _fields() -> dict[str, FieldSpec]:
+    return {spec.dotted: spec for spec in all_fields()}
+
+
+def _label(rule: Inert, key: str) -> str:
+    return f"[backend.options] {key.removeprefix(OPTIONS)}" if key.startswith(OPTIONS) else _fields()[key].label
+
+
+def _is_set(c: TrainConfig, rule: Inert, key: str) -> bool:
+    """Set away from its default (backend options are coerced by validation already)."""
+    if key.startswith(OPTIONS):
+        name = key.removeprefix(OPTIONS)
+        if c.backend.backend != rule.backend or name not in c.backend.options:
+            return False
+        value: Any = c.backend.options[name]
+        return bool(value != BUILTIN_OPTION_SCHEMAS[rule.backend][name].default)
+    spec = _fields()[key]
+    return bool(get_value(c, spec) != spec.default)
+
+
+def inert_warnings(c: TrainConfig) -> list[ConfigIssue]:
+    """One warning per key set away from its default while the feature it tunes is off.
+
+    `c` is the validated config (backend options coerced and filled with their defaults)."""
+    out: list[ConfigIssue] = []
+    seen: set[str] = set()
+    for rule in INERT:
+        if rule.live(c):
+            continue
+        for key in rule.keys:
+            if key not in seen and _is_set(c, rule, key):
+                seen.add(key)
+                out.append(ConfigIssue(f"not read: {rule.off(c)}", key=_label(rule, key),
+                                       hint=f"live with {rule.switch}; or remove it"))
+    return out
+
+
+def inert_doc(dotted: str) -> str:
+    """The configuration reference's note on when a key is read ('' when always)."""
+    switches = [rule.switch for rule in INERT if dotted in rule.keys]
+    return f"**Live with** {' and '.join(switches)}." if switches else ""

@@ -1,0 +1,55 @@
+"""The Delight transforms take their documented parameters or refuse them: an unknown
+`delight_*` key is an error naming it (the pipeline and `retrain trace` alike), `delight_*`
+keys under a transform that reads none warn, and `[gtpo] beta` / `[hicra] alpha`, which no
+Delight transform reads, warn at load naming the switch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from retrain.advantages.pipeline import build_pipeline
+from retrain.config import load_config
+from retrain.config.schema import SECTIONS, TrainConfig
+from retrain.training.preflight import trace
+
+
+def make_config(**sections: dict[str, Any]) -> TrainConfig:
+    return TrainConfig(**{name: SECTIONS[name](**values) for name, values in sections.items()})
+
+
+@pytest.mark.parametrize("transform", ["delight", "delight_sepa", "hard_delight"])
+def test_an_unknown_delight_param_is_an_error_naming_it(transform: str) -> None:
+    c = make_config(algorithm={"transform_mode": transform, "transform_params": {"delight_eta_mod": "fixed"}})
+    with pytest.raises(ValueError, match=r"unknown Delight param 'delight_eta_mod' \(did you mean 'delight_eta_mode'"):
+        build_pipeline(c)
+    report = trace(c)
+    assert not report.ok
+    assert [i.message for i in report.issues if i.severity == "error" and "delight_eta_mod" in i.message]
+
+
+def test_delight_params_under_another_transform() -> None:
+    typo = trace(make_config(algorithm={"transform_mode": "gtpo", "transform_params": {"delight_etaa": 1.0}}))
+    assert not typo.ok and any("delight_etaa" in i.message for i in typo.issues if i.severity == "error")
+    unread = trace(make_config(algorithm={"transform_mode": "gtpo", "transform_params": {"delight_eta": 2.0}}))
+    [issue] = [i for i in unread.issues if "delight_eta" in i.message]
+    assert unread.ok and issue.severity == "warning" and "not read" in issue.message and "'gtpo'" in issue.message
+
+
+def test_gtpo_beta_and_hicra_alpha_do_not_move_delight_and_warn(tmp_path: Path) -> None:
+    rewards = [1.0, 0.0, 0.5]
+    logprobs = [[-0.2, -2.5, -0.9], [-1.1, -0.1], [-3.0, -0.4, -0.6, -0.05]]
+    base = build_pipeline(make_config(algorithm={"transform_mode": "delight"}))
+    moved = build_pipeline(make_config(algorithm={"transform_mode": "delight"}, gtpo={"beta": 0.9},
+                                       hicra={"alpha": 1.0}))
+    a, b = base.compute_group(rewards, logprobs), moved.compute_group(rewards, logprobs)
+    np.testing.assert_array_equal(a.tokens, b.tokens)
+    p = tmp_path / "c.toml"
+    p.write_text("[algorithm]\ntransform_mode = 'delight_sepa'\n[gtpo]\nbeta = 0.9\n[hicra]\nalpha = 1.0\n")
+    warnings = [w.render() for w in load_config(p).warnings]
+    for label in ("[gtpo] beta", "[hicra] alpha"):
+        [w] = [w for w in warnings if w.startswith(f"{p}:") and f"{label}:" in w]
+        assert "transform 'delight_sepa'" in w and "transform_mode" in w, w
