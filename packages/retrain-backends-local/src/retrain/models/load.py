@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
 from retrain.models.deferred import deferred_optional_imports
+from retrain.models.gguf import converted, gguf_source
 from retrain.models.quiet import import_model_classes
 from retrain.models.source import ModelUnavailable
 from retrain.models.tiny import ASSETS, is_tiny
@@ -23,11 +24,21 @@ class ModelSpec:
     config_overrides: tuple[tuple[str, Any], ...] = ()
 
 
+def resolved(spec: ModelSpec) -> ModelSpec:
+    """A GGUF (file, folder, packaged name) as the Hugging Face folder converted from it
+    (retrain.models.gguf); any other spec as it is."""
+    source = gguf_source(spec.name)
+    if source is None:
+        return spec
+    return replace(spec, name=str(converted(source)), revision="", local_files_only=True)
+
+
 def load_tokenizer(spec: ModelSpec) -> Any:
     from transformers import AutoTokenizer
 
     if is_tiny(spec.name):
         return AutoTokenizer.from_pretrained(str(ASSETS), local_files_only=True)
+    spec = resolved(spec)
     return AutoTokenizer.from_pretrained(spec.name, revision=spec.revision or None,
                                          local_files_only=spec.local_files_only,
                                          trust_remote_code=spec.trust_remote_code)
@@ -50,10 +61,12 @@ def load_model(spec: ModelSpec, *, seed: int, dtype: torch.dtype = torch.float32
             model = AutoModelForCausalLM.from_config(config, dtype=dtype)
         return model
     # the hub's download and loading bars stay: a real checkpoint can take minutes to arrive
+    named = spec.name
+    spec = resolved(spec)
     try:
         return AutoModelForCausalLM.from_pretrained(spec.name, revision=spec.revision or None,
                                                     local_files_only=spec.local_files_only,
                                                     trust_remote_code=spec.trust_remote_code, dtype=dtype)
     except (OSError, ValueError, KeyError) as exc:  # missing, unreachable, or an architecture transformers lacks
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelUnavailable(f"[model] model = {spec.name!r} cannot be loaded: {reason}") from None
+        raise ModelUnavailable(f"[model] model = {named!r} cannot be loaded: {reason}") from None

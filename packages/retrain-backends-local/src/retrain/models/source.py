@@ -22,6 +22,13 @@ def model_problem(name: str, revision: str = "", local_files_only: bool = False)
     holds no config.json, or a hub id absent from the local cache while the hub is off."""
     if is_tiny(name):
         return None
+    from retrain.models.gguf import gguf_source
+
+    try:
+        if gguf_source(name) is not None:
+            return gguf_problem(name)
+    except ModelUnavailable as exc:
+        return str(exc).split(": ", 1)[1]
     path = Path(name).expanduser()
     if path.exists() or name.startswith(("/", "./", "../", "~")):
         if not path.is_dir():
@@ -44,6 +51,14 @@ def model_problem(name: str, revision: str = "", local_files_only: bool = False)
     if not isinstance(cached, str):
         why = "local_files_only = true" if local_files_only else "the hub is off (HF_HUB_OFFLINE=1)"
         return f"{name} is not in the local Hugging Face cache and {why}"
+    return None
+
+
+def gguf_problem(name: str) -> str | None:
+    try:
+        import gguf  # noqa: F401
+    except ImportError:
+        return f"{name} is a GGUF file, and reading one needs the gguf package (uv sync --extra gguf)"
     return None
 
 

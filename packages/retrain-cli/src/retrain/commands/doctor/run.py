@@ -6,7 +6,13 @@ from __future__ import annotations
 import json
 
 from retrain.backends.catalog import all_entries
-from retrain.commands.doctor.probe import cuda_devices, machine, packages, unsloth_here
+from retrain.commands.doctor.probe import (
+    cuda_devices,
+    machine,
+    packaged_models,
+    packages,
+    unsloth_here,
+)
 from retrain.commands.doctor.server import (
     backend_service_line,
     probe_backend_service,
@@ -24,6 +30,7 @@ def report(config: str | None = None) -> dict[str, object]:
         "backends": [{"name": e.name, "status": e.status, "distribution": e.definition.distribution,
                       "hint": e.definition.hint} for e in all_entries()],
         "packages": packages(),
+        "packaged_models": packaged_models(),
     }
     out["unsloth_runs_here"] = unsloth_here(out["cuda"]["count"])  # type: ignore[index]
     if config is not None:
@@ -64,6 +71,10 @@ def run(as_json: bool, config: str | None = None) -> None:
         missing += not p["available"]
         lines.append(f"  {p['module']:<22} {state:<16} {p['purpose']}" + ("" if p["available"] else f"  ({p['hint']})"))
     lines += ["", "All optional packages are installed." if not missing else f"{missing} optional packages are missing."]
+    lines += ["", "Packaged models ([model] model = NAME):"]
+    for pm in r["packaged_models"]:  # type: ignore[attr-defined]
+        state = f"installed ({pm['distribution']} {pm['version']})" if pm["version"] else f"not installed ({pm['hint']})"
+        lines.append(f"  {pm['model']:<22} {state}")
     service = r.get("backend_service")
     if isinstance(service, dict):
         lines += ["", backend_service_line(service)]
