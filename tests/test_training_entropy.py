@@ -12,7 +12,7 @@ import pytest
 from retrain.config import load_config
 from retrain.io.log import read_jsonl
 from retrain.training.console import SilentReporter
-from retrain.training.trainer import train
+from retrain.training.trainers import train
 
 # in this process (tiny_run.retrain, or the trainer itself): seconds, so the fast tier
 

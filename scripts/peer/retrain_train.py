@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -106,7 +107,7 @@ def main() -> None:
     import torch
 
     from retrain.config import load_config
-    from retrain.training.trainer import train
+    from retrain.training.trainers import train
 
     root = Path(tempfile.mkdtemp(prefix="retrain-peer-"))
     max_steps = 4 * args.steps if args.budget_s > 0 else args.steps
@@ -122,7 +123,7 @@ def main() -> None:
     print(json.dumps({"trainer": "retrain", "profile": args.profile, "seed": args.seed, "steps": args.steps,
                       "rewards": clock.rewards, "step_times": step_times,
                       "train_wall_s": clock.marks[-1] - clock.marks[0], "torch_threads": torch.get_num_threads(),
-                      "sets": args.sets}))
+                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "sets": args.sets}))
 
 
 if __name__ == "__main__":

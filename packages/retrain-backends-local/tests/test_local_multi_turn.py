@@ -12,7 +12,7 @@ import torch
 
 import retrain.backends.local.logprobs as logprobs_module
 from retrain.backends.local.backend import LocalBackend
-from retrain.training.rollout.multi import Episode, Segment, Turn
+from retrain.rollout.episode import Episode, Segment, Turn
 from retrain.types import Datum
 
 

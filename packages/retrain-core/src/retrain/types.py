@@ -7,7 +7,7 @@ at position j-1). `mask` marks the tokens the policy sampled: they are the loss'
 what its denominators count, whatever their advantage (a zero advantage is zero credit, not
 absence). A datum without a mask counts the tokens whose advantage is non-zero. A multi-turn
 datum masks the environment's (observation) tokens out with 0, like its prompt
-(retrain.training.rollout.multi).
+(retrain.rollout.episode).
 """
 
 from __future__ import annotations

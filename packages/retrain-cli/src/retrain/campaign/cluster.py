@@ -39,7 +39,7 @@ def run_task(config_path: str, import_roots: list[str], cwd: str, crash_at: str)
     from retrain.campaign.worker import resume_from
     from retrain.config import load_config
     from retrain.training.console import SilentReporter
-    from retrain.training.trainer import train
+    from retrain.training.trainers import train
 
     sys.path[:0] = [r for r in import_roots if r not in sys.path]
     if os.path.isdir(cwd):

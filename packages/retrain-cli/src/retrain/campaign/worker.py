@@ -93,7 +93,7 @@ class ViewReporter:
 
 def train_in_process(run: RunSpec, reporter: Any, config_path: str) -> Outcome:
     """Train (or resume) one run in this process; an exception becomes a failed outcome."""
-    from retrain.training.trainer import train
+    from retrain.training.trainers import train
 
     config = msgspec.structs.replace(run.config, resume=msgspec.structs.replace(
         run.config.resume, from_=resume_from(run.log_dir)))

@@ -15,7 +15,7 @@ from retrain.registry.contract import Contract
 
 if TYPE_CHECKING:
     from retrain.backends.protocol import Tokenizer, TrainBackend
-    from retrain.training.rollouts import StepRollouts
+    from retrain.rollout.group import StepRollouts
     from retrain.types import Example, SamplingParams
 
 #: The version of the environment contract: `EnvironmentDefinition`, the factory it names and

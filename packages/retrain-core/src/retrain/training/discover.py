@@ -21,10 +21,14 @@ from pathlib import Path
 
 import numpy as np
 
+from retrain.config.schema import TrainConfig
 from retrain.io.atomic import write_json_atomic
+from retrain.rollout.group import StepRollouts
+from retrain.training.console import Reporter
 from retrain.training.discovery.archive import Archive
 from retrain.training.discovery.prompt import DiscoverParams, memory_prompt
-from retrain.training.rollouts import StepRollouts, advantages, collect, train_on
+from retrain.training.result import RunResult
+from retrain.training.rollouts import advantages, collect, train_on
 from retrain.training.telemetry import StepTimes, backend_counters, step_row
 from retrain.training.trainer import Run, Trainer
 from retrain.types import Example
@@ -83,3 +87,8 @@ def _step_metrics(archive: Archive, start_depths: list[int], rollouts: StepRollo
     rewards = rollouts.rewards
     return {**archive.metrics(), "discover_start_depth_mean": float(np.mean(start_depths)),
             "discover_step_reward_max": float(rewards.max()) if rewards.size else 0.0}
+
+
+def run_discover(config: TrainConfig, reporter: Reporter | None = None, *, config_path: str = "") -> RunResult:
+    """`[training] trainer = "ttt_discover"`: test-time training with the discovery archive."""
+    return DiscoverTrainer(config, reporter, config_path=config_path).run()

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrain.training.rollout.multi import Episode, echo_layout
+from retrain.rollout.episode import Episode, echo_layout
 
 
 @dataclass(frozen=True)

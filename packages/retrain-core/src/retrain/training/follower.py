@@ -17,8 +17,8 @@ from retrain.training.wandb import NullSink
 if TYPE_CHECKING:
     from retrain.backends.protocol import TrainBackend
     from retrain.evaluation.evaluate import Evaluation
+    from retrain.rollout.group import StepRollouts
     from retrain.training.flow import Flow
-    from retrain.training.rollouts import StepRollouts
 
 
 class FollowerLog(RunLog):

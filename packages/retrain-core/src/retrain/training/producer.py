@@ -14,6 +14,11 @@ Rollouts carry the version of the weights that sampled them, max(step - level, 0
 steps. The data cursor saved with a checkpoint is the one *before* the batch in flight, so a
 resumed run samples that batch again — from the same weights, since a checkpoint keeps the
 sampler's adapter — instead of losing it or training on it twice.
+
+With dynamic sampling (retrain.training.dapo.dynamic) a batch is all the rounds that fill
+it, sampled one after the other from the same weights; with level 1 the background thread
+samples them all and is the only user of the data cursor until the main thread takes the
+batch, so the cursor saved with a checkpoint is still the one before the batch in flight.
 """
 
 from __future__ import annotations
@@ -25,16 +30,19 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import msgspec
 
 from retrain.backends.protocol import TrainBackend
+from retrain.rollout.group import StepRollouts
+from retrain.training.dapo.dynamic import DynamicSampling
 from retrain.training.flow import Flow
 from retrain.training.prompts import PromptCursor
-from retrain.training.rollouts import StepRollouts, collect
+from retrain.training.rollouts import collect
 from retrain.types import Example
 
 
 class RolloutProducer:
-    def __init__(self, backend: TrainBackend, flow: Flow, cursor: PromptCursor, *, level: int, max_steps: int) -> None:
+    def __init__(self, backend: TrainBackend, flow: Flow, cursor: PromptCursor, *, level: int, max_steps: int,
+                 dynamic: DynamicSampling | None = None) -> None:
         self.backend, self.flow, self.cursor = backend, flow, cursor
-        self.level, self.max_steps = level, max_steps
+        self.level, self.max_steps, self.dynamic = level, max_steps, dynamic
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="retrain-rollouts") if level > 0 else None
         self._pending: Future[StepRollouts] | None = None
         self._pending_from = cursor.index
@@ -48,21 +56,36 @@ class RolloutProducer:
         if self._pending is None:
             if self.level == 0:
                 self.backend.checkpoint(f"step_{step}")
-            start = self.cursor.index
-            rollouts = self._collect(start, self.cursor.take(sizes[0]), sizes[1], max(step - self.level, 0))
+            rollouts = self._produce(sizes, max(step - self.level, 0))
         else:
             t0 = time.perf_counter()
             rollouts = self._pending.result()
             self._pending = None
-            rollouts.producer_metrics = overlap_metrics(rollouts.sample_time_s + rollouts.score_time_s,
-                                                        time.perf_counter() - t0)
+            rollouts.producer_metrics.update(overlap_metrics(rollouts.sample_time_s + rollouts.score_time_s,
+                                                             time.perf_counter() - t0))
         if self.level > 0:
             self.backend.checkpoint(f"step_{step}")
             if step + 1 < self.max_steps and self._pool is not None:
                 self._pending_from = self.cursor.index
-                batch = self.cursor.take(sizes[0])
-                self._pending = self._pool.submit(self._collect, self._pending_from, batch, sizes[1], step)
+                self._pending = self._pool.submit(self._produce, sizes, step)
         rollouts.producer_metrics["async/policy_lag"] = step - rollouts.policy_version
+        return rollouts
+
+    def _produce(self, sizes: tuple[int, int], version: int) -> StepRollouts:
+        """A step's rollouts from the next prompts of the cursor: `batch_size` of them, and with
+        dynamic sampling as many more as filling the batch takes."""
+        batch_size, group_size = sizes
+
+        def take(n: int) -> StepRollouts:
+            start = self.cursor.index
+            return self._collect(start, self.cursor.take(n), group_size, version)
+
+        first = take(batch_size)
+        if self.dynamic is None:
+            return first
+        rollouts = self.dynamic.fill(first, batch_size, take)
+        if rollouts.fill is not None:
+            rollouts.producer_metrics.update(rollouts.fill.metrics())
         return rollouts
 
     def _collect(self, start: int, batch: Sequence[tuple[Example, list[int]]], group_size: int,

@@ -14,7 +14,8 @@ import msgspec
 if TYPE_CHECKING:
     from retrain.backends.catalog import BackendCapabilities
     from retrain.config.schema import TrainConfig
-    from retrain.training.rollouts import StepAdvantages, StepRollouts
+    from retrain.rollout.group import StepRollouts
+    from retrain.training.rollouts import StepAdvantages
     from retrain.types import TrainOutput
 
 Scalar = float | int | str | bool

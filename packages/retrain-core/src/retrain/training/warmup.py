@@ -48,15 +48,6 @@ class WarmupData:
         return sft_datum(prompt_ids, ids, self.tokenizer.eos_token_ids, self.cap)
 
 
-def effective_sft_loss(config: TrainConfig) -> str:
-    """`sft_loss_fn` with `auto` resolved: cross_entropy for trainer = sft, else
-    importance_sampling (the reference's choice for warmup)."""
-    fn = config.training.sft_loss_fn
-    if fn != "auto":
-        return fn
-    return "cross_entropy" if config.training.trainer == "sft" else "importance_sampling"
-
-
 def warmup_lr(config: TrainConfig) -> float:
     return config.training.sft_lr or config.training.lr
 

@@ -7,7 +7,7 @@ import sys
 
 import torch
 
-from retrain.training.world import World
+from retrain.process.world import World
 
 
 def plan_device(devices: str) -> torch.device:

@@ -29,7 +29,7 @@ from torch.distributed.tensor import DTensor, distribute_tensor
 
 from retrain.backends.local.batch import Batch
 from retrain.backends.local.logprobs import action_logprobs
-from retrain.training.world import World
+from retrain.process.world import World
 
 LAYER_LISTS = ("layers", "h", "blocks")  # names of the decoder-layer ModuleList in HF models
 

@@ -35,6 +35,7 @@ from retrain.backends.tinker.loss import (
     evaluate,
     rl_datums,
     sdk_datums,
+    service_loss,
     sft_datums,
 )
 from retrain.backends.tinker.remote import Remote
@@ -48,10 +49,10 @@ from retrain.backends.tinker.runtime import (
 from retrain.backends.tinker.throttle import Throttle
 from retrain.backends.tokenizer import HFTokenizer
 from retrain.config.schema import TrainConfig
+from retrain.config.sft_loss import effective_sft_loss
 from retrain.errors import UserError
 from retrain.io.atomic import write_dir_atomic
 from retrain.io.layout import TINKER_CHECKPOINT
-from retrain.training.warmup import effective_sft_loss
 from retrain.types import Completion, Datum, SamplingParams, TrainOutput
 
 CHECKPOINT = TINKER_CHECKPOINT
@@ -69,9 +70,7 @@ class TinkerBackend:
         self.base_model, self.rank = config.model.model, config.model.lora_rank
         self.seed = t.seed if t.seed >= 0 else int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
         self.run_tag = uuid.uuid4().hex[:8]  # checkpoint names are unique per training run on the service
-        self.loss_fn = "ppo" if t.clip_eps > 0 else "importance_sampling"
-        self.loss_config = ({"clip_low_threshold": 1.0 - t.clip_eps,
-                             "clip_high_threshold": 1.0 + (t.clip_eps_high or t.clip_eps)} if t.clip_eps > 0 else None)
+        self.loss_fn, self.loss_config = service_loss(t.policy_loss_mode, t.clip_eps, t.clip_eps_high)
         self.sft_loss = effective_sft_loss(config)
         self.aggregation, self.max_tokens = t.loss_aggregation, t.max_tokens
         o = config.optimizer

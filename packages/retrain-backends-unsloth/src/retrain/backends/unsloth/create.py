@@ -9,7 +9,7 @@ from retrain.config.schema import TrainConfig
 
 def create_backend(config: TrainConfig) -> object:
     from retrain.backends.unsloth.availability import problem
-    from retrain.training.world import current_world
+    from retrain.process.world import current_world
 
     if (world := current_world()).distributed:
         raise BackendUnavailable(f"the unsloth backend on {world.size} processes (torchrun) is not built yet in "

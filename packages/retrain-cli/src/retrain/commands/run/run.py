@@ -44,7 +44,7 @@ def train(config: TrainConfig, config_path: str) -> None:
     print(f"retrain: {config_path or 'the run'}: loading {config.model.model} on {config.backend.devices} ...",
           flush=True)
     from retrain.commands.run.progress import open_reporter
-    from retrain.training.trainer import train as run_training
+    from retrain.training.trainers import train as run_training
 
     try:
         with open_reporter() as reporter:

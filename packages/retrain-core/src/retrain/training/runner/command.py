@@ -22,6 +22,7 @@ from retrain.config.schema import TrainConfig
 from retrain.io.atomic import write_json_atomic
 from retrain.io.layout import RUN_META
 from retrain.training.meta import run_meta
+from retrain.training.result import RunResult
 
 CONFIG_FILE = "retrain_config.json"
 
@@ -57,3 +58,9 @@ def run_command(config: TrainConfig, *, config_path: str = "") -> tuple[str, str
         raise TrainerCommandFailed(error)
     write_json_atomic(meta, run_meta(config, status="succeeded", config_path=config_path, policy_ref=adapter))
     return adapter, command
+
+
+def run(config: TrainConfig, reporter: object = None, *, config_path: str = "") -> RunResult:
+    """`[training] trainer = "command"`: the command trains; the result names its adapter."""
+    adapter, command = run_command(config, config_path=config_path)
+    return RunResult(config.logging.log_dir, adapter, 0, {"command": command})

@@ -29,6 +29,7 @@ from retrain.training.optimizer_batch.artifact import (
     open_artifact,
     weights_digest,
 )
+from retrain.training.result import RunResult
 
 REPLAY_MANIFEST = "optimizer_batch_replay_manifest.json"
 
@@ -72,3 +73,9 @@ def replay(config: TrainConfig, *, config_path: str = "") -> tuple[str, dict[str
         raise ReplayMismatch(error)
     write_json_atomic(meta, run_meta(config, status="succeeded", config_path=config_path, policy_ref=final))
     return final, report
+
+
+def run(config: TrainConfig, reporter: object = None, *, config_path: str = "") -> RunResult:
+    """`[training] trainer = "optimizer_replay"`: one optimizer step from a captured batch."""
+    final, report = replay(config, config_path=config_path)
+    return RunResult(config.logging.log_dir, final, 1, report)

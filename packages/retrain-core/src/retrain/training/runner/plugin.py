@@ -16,6 +16,7 @@ from retrain.io.atomic import write_json_atomic
 from retrain.io.layout import RUN_META
 from retrain.plugins.resolve import resolve
 from retrain.training.meta import run_meta
+from retrain.training.result import RunResult
 
 
 class TrainerPluginError(UserError, TypeError):
@@ -49,3 +50,10 @@ def run_plugin(config: TrainConfig, *, config_path: str = "") -> Any:
     policy = result if isinstance(result, str) else ""
     write_json_atomic(meta, run_meta(config, status="succeeded", config_path=config_path, policy_ref=policy))
     return result
+
+
+def run(config: TrainConfig, reporter: object = None, *, config_path: str = "") -> RunResult:
+    """`[training] trainer = "pkg.module.factory"`: the plugin's `.run(config)` result, kept in
+    the summary; a string is the final adapter's path."""
+    result = run_plugin(config, config_path=config_path)
+    return RunResult(config.logging.log_dir, result if isinstance(result, str) else "", 0, {"result": result})

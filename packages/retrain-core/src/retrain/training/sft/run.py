@@ -29,6 +29,7 @@ from retrain.training import faults
 from retrain.training.console import PlainReporter, Reporter
 from retrain.training.log import RunLog
 from retrain.training.meta import run_meta
+from retrain.training.result import RunResult
 from retrain.training.rundir import running
 from retrain.training.sft.audit import write_manifest, write_start
 from retrain.training.sft.batches import SftBatches, schedule_state
@@ -44,9 +45,7 @@ class SftTrainer:
         self.reporter = reporter or PlainReporter()
         self.config_path = config_path
 
-    def run(self) -> Any:
-        from retrain.training.trainer import RunResult
-
+    def run(self) -> RunResult:
         c = self.config
         started = time.perf_counter()
         require_runnable(c)
@@ -120,4 +119,9 @@ class SftTrainer:
 
 
 def train(config: TrainConfig, reporter: Reporter | None = None, *, config_path: str = "") -> Any:
+    return SftTrainer(config, reporter, config_path=config_path).run()
+
+
+def run_sft(config: TrainConfig, reporter: Reporter | None = None, *, config_path: str = "") -> RunResult:
+    """`[training] trainer = "sft"`: supervised fine-tuning on `sft_data_path`."""
     return SftTrainer(config, reporter, config_path=config_path).run()

@@ -32,8 +32,8 @@ from retrain.environments.openenv.render import action_schema_for_prompt, render
 from retrain.environments.openenv.settings import OpenEnvSettings, parse
 from retrain.environments.openenv.tl_grpo import TLGRPO
 from retrain.errors import UserError
-from retrain.training.rollout.multi import Segment, episode_metrics
-from retrain.training.rollouts import Group, StepRollouts
+from retrain.rollout.episode import Segment, episode_metrics
+from retrain.rollout.group import Group, StepRollouts
 from retrain.types import Completion, Example, SamplingParams
 
 

@@ -1,5 +1,5 @@
 """One OpenEnv episode in flight: its session, its conversation as messages and as tokens
-(retrain.training.rollout.multi), its step rewards, and the retry that keeps it alive.
+(retrain.rollout.episode), its step rewards, and the retry that keeps it alive.
 
 A dropped connection or a timed-out reply is retried `retries` times with exponential
 backoff: a new session resets with the episode's seed and replays the actions the server
@@ -18,7 +18,7 @@ from typing import Any
 from retrain.environments.concurrency import EnvClock
 from retrain.environments.openenv.client import OpenEnvDropped, OpenEnvSession, StepResult
 from retrain.environments.openenv.settings import OpenEnvSettings
-from retrain.training.rollout.multi import Episode, Segment, Turn
+from retrain.rollout.episode import Episode, Segment, Turn
 
 
 @dataclass

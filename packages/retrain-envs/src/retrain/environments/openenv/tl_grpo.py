@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -29,12 +29,18 @@ from retrain.config.schema import TrainConfig
 from retrain.environments.concurrency import bounded
 from retrain.environments.openenv.actions import ActionParseError, parse_action
 from retrain.environments.openenv.client import OpenEnvSession
-from retrain.training.rollouts import Group
+from retrain.environments.openenv.episode import Connection, LiveEpisode
+from retrain.environments.openenv.settings import OpenEnvSettings
+from retrain.rollout.group import Group
 from retrain.types import SamplingParams
 
-if TYPE_CHECKING:
-    from retrain.environments.openenv.environment import OpenEnvEnvironment
-    from retrain.environments.openenv.episode import Connection, LiveEpisode
+
+class Host(Protocol):
+    """What branching reads of the environment it serves (an OpenEnvEnvironment): the
+    server settings and the action schema."""
+
+    s: OpenEnvSettings
+    schema: dict[str, Any]
 
 TURN_WEIGHT = 0.5
 
@@ -78,7 +84,7 @@ class TLGRPO:
     def _primary(self, ep: LiveEpisode, t: int) -> float:
         return float(sum(x.reward for x in ep.log[t:t + 1 + self.lookahead]))
 
-    def _alternatives(self, backend: TrainBackend, env: OpenEnvEnvironment, ep: LiveEpisode, t: int,
+    def _alternatives(self, backend: TrainBackend, env: Host, ep: LiveEpisode, t: int,
                       sampling: SamplingParams) -> tuple[list[dict[str, Any] | None], bool]:
         """(alternative actions, None where one does not parse; whether any could be made)."""
         turn = ep.log[t]
@@ -100,7 +106,7 @@ class TLGRPO:
         self.draws += 1
         return [dict(a) for a in rng.sample(legal, min(k, len(legal)))], True
 
-    async def _score(self, env: OpenEnvEnvironment, conn: Connection, ep: LiveEpisode, t: int,
+    async def _score(self, env: Host, conn: Connection, ep: LiveEpisode, t: int,
                      action: dict[str, Any] | None) -> float:
         if action is None:
             return 0.0
@@ -124,7 +130,7 @@ class TLGRPO:
         finally:
             await session.close()
 
-    async def apply(self, backend: TrainBackend, env: OpenEnvEnvironment, conn: Connection, groups: list[Group],
+    async def apply(self, backend: TrainBackend, env: Host, conn: Connection, groups: list[Group],
                     lives: list[list[LiveEpisode]], sampling: SamplingParams) -> dict[str, float]:
         """Set each kept episode's `turn_advantages`; the step's TL-GRPO metrics."""
         probes, no_alternatives, turns = 0, 0, 0

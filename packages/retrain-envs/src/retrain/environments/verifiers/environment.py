@@ -25,7 +25,8 @@ from retrain.environments.verifiers.load import load_tasks
 from retrain.environments.verifiers.order import TaskOrder
 from retrain.environments.verifiers.prompt import messages
 from retrain.environments.verifiers.score import score
-from retrain.training.rollouts import Group, StepRollouts, sample_texts
+from retrain.rollout.group import Group, StepRollouts
+from retrain.rollout.sample import sample_texts
 from retrain.types import Example, SamplingParams
 
 

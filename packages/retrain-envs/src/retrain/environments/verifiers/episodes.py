@@ -6,7 +6,7 @@ reached through verifiers' `TrainClient`.
 
 A step runs `group_size` episodes per task, at most `[environment] rollout_env_workers` at
 once (each holds one harness process), inside one `Env.serving()`. Each finished episode's
-trainable trace becomes a retrain `Episode` (retrain.training.rollout.multi): its branches
+trainable trace becomes a retrain `Episode` (retrain.rollout.episode): its branches
 (root-to-leaf token streams; a new one where verifiers could not extend the previous prompt)
 are segments, a node two branches share training in the first only; within one, each maximal
 run of sampled tokens is a turn and the tokens before it that the policy did not sample (the
@@ -41,8 +41,8 @@ from retrain.environments.verifiers.endpoint import MODEL, PolicyEndpoint, Serve
 from retrain.environments.verifiers.order import TaskOrder
 from retrain.environments.verifiers.prompt import messages
 from retrain.errors import UserError
-from retrain.training.rollout.multi import Episode, Segment, Turn, episode_metrics
-from retrain.training.rollouts import Group, StepRollouts
+from retrain.rollout.episode import Episode, Segment, Turn, episode_metrics
+from retrain.rollout.group import Group, StepRollouts
 from retrain.types import Completion, Example, SamplingParams
 
 #: verifiers' stop conditions that are retrain's limits ([environment] max_turns, max_episode_tokens)
