@@ -13,7 +13,8 @@ import torch
 
 from retrain.models import gguf as gguf_models
 from retrain.models.load import ModelSpec, load_model, load_tokenizer
-from retrain.models.source import ModelUnavailable, model_problem
+from retrain.models.source import model_problem
+from retrain.models.unavailable import ModelUnavailable
 
 pytest.importorskip("gguf")
 
@@ -71,6 +72,25 @@ def test_chat_prompts_render_through_the_template_and_sampling_stops_at_the_turn
         model.lm_head.bias[2] = 50.0
     [[completion]] = generate(model, [prompt], 1, SamplingParams(max_tokens=8), tok.eos_token_ids, tok.pad_token_id)
     assert completion.token_ids == [2] and completion.finish_reason == "stop"
+
+
+def test_built_in_problems_become_system_and_user_turns(written, cache: Path) -> None:  # type: ignore[no-untyped-def]
+    from retrain.backends.tokenizer import HFTokenizer
+    from retrain.data.chat import SYSTEM, encode_example
+    from retrain.training.prompts import PromptCursor
+    from retrain.types import Example
+
+    file, _ = written
+    tok = HFTokenizer(load_tokenizer(ModelSpec(str(file))))
+    turns = f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n"
+    sum_ids = encode_example(Example(prompt="3+5=", reference="8", task="arithmetic"), tok)
+    assert tok.hf.decode(sum_ids) == turns + "What is 3 + 5?<|im_end|>\n<|im_start|>assistant\n"
+    problem = Example(prompt="Find x if 2x = 6.", reference="3", task="math")
+    assert tok.hf.decode(encode_example(problem, tok)) == turns + "Find x if 2x = 6.<|im_end|>\n<|im_start|>assistant\n"
+    other = Example(prompt="the", task="default")  # a plugin's task: its prompt as one user turn
+    assert encode_example(other, tok) == tok.encode_prompt("the")
+    [(_, ids)] = PromptCursor([problem], tok).take(1)  # what training and the warmup see
+    assert ids == encode_example(problem, tok)
 
 
 def test_without_the_gguf_package_the_error_names_the_extra(written, cache: Path,  # type: ignore[no-untyped-def]

@@ -55,3 +55,14 @@ def test_model_classes_import_without_torch_records() -> None:
     assert ENUM_REGISTRATION not in proc.stderr, proc.stderr
     assert proc.stderr == ""
     assert proc.stdout.strip() == "[]"
+
+
+def test_loading_a_local_folder_draws_no_bar(tmp_path, capfd: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    from retrain.models.load import ModelSpec, load_model
+
+    load_model(ModelSpec("tiny"), seed=0).save_pretrained(tmp_path)
+    capfd.readouterr()
+    model = load_model(ModelSpec(str(tmp_path)), seed=0)
+    assert sum(p.numel() for p in model.parameters()) > 0
+    assert "Loading weights" not in capfd.readouterr().err
+    assert hf_logging.is_progress_bar_enabled()

@@ -87,6 +87,17 @@ def test_every_template_writes_and_explains(cli, tmp_path: Path, name: str) -> N
     assert json.loads(res.stdout)["mode"] == ("campaign" if name == "campaign" else "single")
 
 
+def test_the_smollm2_template_is_the_example_profile() -> None:
+    """`init -t smollm2` writes examples/smollm2-arithmetic.toml's settings; only where it
+    writes differs."""
+    example = Path(__file__).resolve().parents[3] / "examples" / "smollm2-arithmetic.toml"
+    ours, theirs = tomllib.loads(TEMPLATES["smollm2"].text()), tomllib.loads(example.read_text())
+    for table in (ours, theirs):
+        table["backend"].pop("adapter_path")
+        table["logging"].pop("log_dir")
+    assert ours == theirs
+
+
 def test_init_list_and_refusal(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     listed = cli("init", "--list").stdout
     assert "quickstart" in listed and "campaign" in listed and "verifiers" in listed and "openenv" in listed

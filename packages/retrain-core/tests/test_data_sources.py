@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import msgspec
 import pytest
@@ -45,7 +46,36 @@ def test_math_from_a_local_copy(tmp_path: Path) -> None:
     (tmp_path / "train.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
     c = load_config(None, ["--data-source", "math", "--data-path", str(tmp_path)]).config
     examples = load_examples(c)
-    assert [(e.prompt, e.reference) for e in examples] == [("What is 1+1?", "2"), ("2*3?", "6")]
+    assert sorted((e.prompt, e.reference) for e in examples) == [("2*3?", "6"), ("What is 1+1?", "2")]
+
+
+def test_a_file_backed_source_walks_an_order_of_its_seed_and_resume_continues_it(tmp_path: Path) -> None:
+    from retrain.training.prompts import PromptCursor
+    from retrain.types import Example
+
+    rows = [{"prompt": f"{a}+1?", "reference": str(a + 1)} for a in range(200)]  # file order: easy to hard
+    (tmp_path / "train.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+
+    def order(seed: int) -> list[str]:
+        c = load_config(None, ["--data-source", "math", "--data-path", str(tmp_path), "--seed", str(seed)]).config
+        return [e.prompt for e in load_examples(c)]
+
+    one, two = order(1), order(2)
+    in_file_order = [r["prompt"] for r in rows if r["prompt"] in set(one)]
+    assert one == order(1) and one != two and one != in_file_order and sorted(one) == sorted(in_file_order)
+
+    class Ids:  # the cursor's tokenizer: only the prompts' identity matters here
+        eos_token_ids: ClassVar[list[int]] = [0]
+
+        def encode_prompt(self, text: str) -> list[int]:
+            return [one.index(text)]
+
+    examples = [Example(prompt=p, task="default") for p in one]
+    straight = [ex.prompt for ex, _ in PromptCursor(examples, Ids()).take(20)]  # type: ignore[arg-type]
+    first = PromptCursor(examples, Ids())  # type: ignore[arg-type]
+    taken = [ex.prompt for ex, _ in first.take(8)]
+    resumed = PromptCursor([Example(prompt=p, task="default") for p in order(1)], Ids(), start=first.index)  # type: ignore[arg-type]
+    assert taken + [ex.prompt for ex, _ in resumed.take(12)] == straight
 
 
 REFERENCE_STYLE_PLUGIN = '''

@@ -39,3 +39,25 @@ def test_strict_needs_one_box_at_the_end():
     assert s.score("\\boxed{4} or \\boxed{5}", "5") == 0.0
     assert s.score("\\boxed{5", "5") == 0.0
     assert s.score("\\boxed{6}", "5") == 0.0
+
+
+@pytest.mark.parametrize(("response", "reference", "score"), [
+    ("\\boxed{8}", "8", 1.0),                    # strict: full credit
+    ("3 + 5 = \\boxed{8}", "8", 1.0),
+    ("\\boxed{8} because 3 + 5", "8", 0.5),      # the answer, text after the box
+    ("\\boxed{8}\\boxed{8}", "8", 0.5),          # the answer, two boxes
+    ("3 + 5 is 8.", "8", 0.5),                    # the answer unboxed, the last number
+    ("1,008 in all", "1008", 0.5),                # thousands commas dropped
+    ("\\boxed{7}", "8", 0.2),                    # the form without the answer
+    ("8 or maybe 9", "8", 0.0),                   # the last number is not the answer
+    ("no idea", "8", 0.0),
+    ("\\boxed{}", "", 0.0),                      # an empty reference scores nothing
+])
+def test_partial_credit(response: str, reference: str, score: float) -> None:
+    from retrain.rewards.boxed import PartialCreditReward
+    assert PartialCreditReward().score(response, reference) == score
+
+
+def test_partial_credit_never_counts_as_correct() -> None:
+    from retrain.rewards.boxed import PARTIAL_ANSWER, PARTIAL_FORM
+    assert max(PARTIAL_ANSWER, PARTIAL_FORM) <= 0.5  # correct_rate and pass@k count reward > 0.5

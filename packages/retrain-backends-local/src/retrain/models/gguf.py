@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from retrain.models.source import ModelUnavailable
+from retrain.models.unavailable import ModelUnavailable
 
 #: packaged models: name -> (distribution, file inside it, the retrain-backends-local extra)
 PACKAGED: dict[str, tuple[str, str, str]] = {

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from retrain.models.deferred import deferred_optional_imports
 from retrain.models.gguf import converted, gguf_source
-from retrain.models.quiet import import_model_classes
-from retrain.models.source import ModelUnavailable
+from retrain.models.quiet import import_model_classes, no_progress_bars
 from retrain.models.tiny import ASSETS, is_tiny
+from retrain.models.unavailable import ModelUnavailable
 
 
 @dataclass(frozen=True)
@@ -60,13 +62,16 @@ def load_model(spec: ModelSpec, *, seed: int, dtype: torch.dtype = torch.float32
             torch.manual_seed(seed)
             model = AutoModelForCausalLM.from_config(config, dtype=dtype)
         return model
-    # the hub's download and loading bars stay: a real checkpoint can take minutes to arrive
     named = spec.name
     spec = resolved(spec)
+    # a hub id keeps its download and loading bars (a real checkpoint can take minutes to
+    # arrive); a folder on this machine (a GGUF's conversion included) loads in seconds, silently
+    local = Path(spec.name).expanduser().is_dir()
     try:
-        return AutoModelForCausalLM.from_pretrained(spec.name, revision=spec.revision or None,
-                                                    local_files_only=spec.local_files_only,
-                                                    trust_remote_code=spec.trust_remote_code, dtype=dtype)
+        with no_progress_bars() if local else contextlib.nullcontext():
+            return AutoModelForCausalLM.from_pretrained(spec.name, revision=spec.revision or None,
+                                                        local_files_only=spec.local_files_only,
+                                                        trust_remote_code=spec.trust_remote_code, dtype=dtype)
     except (OSError, ValueError, KeyError) as exc:  # missing, unreachable, or an architecture transformers lacks
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelUnavailable(f"[model] model = {named!r} cannot be loaded: {reason}") from None

@@ -10,8 +10,10 @@
   models on the CPU). That one record is dropped, only during that import.
 - `save_pretrained` draws a "Writing model shards" tqdm bar at every checkpoint, through the
   run's own progress. Bars are switched off around the call and back on after, so code around
-  retrain keeps its own settings. Loading a hub checkpoint keeps its bars: the download can
-  take minutes, and it happens once, before training starts.
+  retrain keeps its own settings. Loading from a folder on this machine (a packaged GGUF's
+  conversion included) draws transformers' "Loading weights" bar: off around that call too.
+  Loading a hub checkpoint keeps its bars: the download can take minutes, and it happens
+  once, before training starts.
 """
 
 from __future__ import annotations

@@ -7,14 +7,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from retrain.errors import UserError
 from retrain.models.tiny import is_tiny
+from retrain.models.unavailable import ModelUnavailable
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
-
-
-class ModelUnavailable(UserError, OSError):
-    """`[model] model` names nothing this machine can load."""
 
 
 def model_problem(name: str, revision: str = "", local_files_only: bool = False) -> str | None:

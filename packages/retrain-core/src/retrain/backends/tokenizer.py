@@ -17,18 +17,19 @@ class HFTokenizer:
         self.eos_token_ids: list[int] = eos
         pad = tokenizer.pad_token_id
         self.pad_token_id: int = pad if isinstance(pad, int) else (eos[0] if eos else 0)
-        self._template = bool(getattr(tokenizer, "chat_template", None))
+        #: read by retrain.data.chat: built-in problems become system and user turns
+        self.has_chat_template = bool(getattr(tokenizer, "chat_template", None))
         self._pieces: dict[int, str] = {}
 
     def encode_prompt(self, text: str) -> list[int]:
-        if self._template:
+        if self.has_chat_template:
             return self.encode_chat([{"role": "user", "content": text}])
         return [int(i) for i in self.hf.encode(text, add_special_tokens=True)]
 
     def encode_chat(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True) -> list[int]:
         """Messages through the chat template (thinking off where the template has the switch);
         without a template, the contents joined by newlines."""
-        if not self._template:
+        if not self.has_chat_template:
             text = "\n".join(str(m.get("content") or "") for m in messages)
             return [int(i) for i in self.hf.encode(text, add_special_tokens=True)]
         rows = [dict(m) for m in messages]
@@ -50,7 +51,7 @@ class HFTokenizer:
         (SFT on `messages` rows). A turn's tokens are those the template adds to the rendering
         of the turns before it, after the generation prompt; a template that does not render
         earlier turns as a prefix of later ones raises ValueError."""
-        if not self._template:
+        if not self.has_chat_template:
             raise ValueError("the tokenizer has no chat template for 'messages' rows")
         full = self._render(messages, False)
         mask = [False] * len(full)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 
 from retrain.config.schema import TrainConfig
+from retrain.data.source import data_seed
 from retrain.evaluation.split import held_out
 from retrain.types import Example
 
@@ -46,13 +47,9 @@ def arithmetic_examples(difficulty: int, seed: int, *, held: bool = False) -> li
                     task="arithmetic") for a, b in pairs]
 
 
-def _seed(config: TrainConfig) -> int:
-    return config.training.seed if config.training.seed >= 0 else 0
-
-
 def load_arithmetic(config: TrainConfig) -> list[Example]:
-    return arithmetic_examples(config.data.difficulty, _seed(config))
+    return arithmetic_examples(config.data.difficulty, data_seed(config))
 
 
 def load_arithmetic_held_out(config: TrainConfig) -> list[Example]:
-    return arithmetic_examples(config.data.difficulty, _seed(config), held=True)
+    return arithmetic_examples(config.data.difficulty, data_seed(config), held=True)

@@ -1,21 +1,24 @@
 """`math`: the MATH competition problems (Hendrycks et al.), from a local copy or the hub.
 
-Subjects and order follow the reference: intermediate_algebra, precalculus, number_theory,
+Subjects follow the reference: intermediate_algebra, precalculus, number_theory,
 counting_and_probability, geometry (train split). The reference answer is the last
 `\\boxed{}` of the solution. Offline without a local copy this is a clear error, never a hang.
-A twentieth of the problems is held out for evaluation (`retrain.evaluation.split`, keyed on
-the problem statement); training never sees them.
+Training walks the problems in an order shuffled by the run's seed (the reference walked them
+in file order: a file sorted by difficulty or topic fed whole batches of one kind); the
+held-out problems keep file order. A twentieth of the problems is held out for evaluation
+(`retrain.evaluation.split`, keyed on the problem statement); training never sees them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 from pathlib import Path
 from typing import Any
 
 from retrain.config.schema import TrainConfig
-from retrain.data.source import DataError
+from retrain.data.source import DataError, data_seed
 from retrain.evaluation.split import held_out
 from retrain.rewards.boxed import extract_boxed
 from retrain.types import Example
@@ -52,7 +55,9 @@ def load_local(path: Path) -> list[Example]:
 
 def load_math(config: TrainConfig) -> list[Example]:
     seed = config.training.seed
-    return [ex for ex in _all_problems(config) if not held_out("math", ex.prompt, seed)]
+    problems = [ex for ex in _all_problems(config) if not held_out("math", ex.prompt, seed)]
+    random.Random(f"math:{data_seed(config)}").shuffle(problems)
+    return problems
 
 
 def load_math_held_out(config: TrainConfig) -> list[Example]:

@@ -21,11 +21,17 @@ from retrain.errors import UserError
 from retrain.registry.core import Resolved, lookup
 from retrain.types import Example
 
-__all__ = ["DataError", "Example", "load_examples"]
+__all__ = ["DataError", "Example", "data_seed", "load_examples"]
 
 
 class DataError(UserError, ValueError):
     """A data source that cannot produce examples; the message says what to do."""
+
+
+def data_seed(config: TrainConfig) -> int:
+    """The seed a built-in source orders its problems by: `[training] seed`, 0 when unseeded
+    (-1), so an unseeded run still walks one reproducible order."""
+    return config.training.seed if config.training.seed >= 0 else 0
 
 
 def _field(item: Any, name: str, default: Any = "") -> Any:

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import msgspec
 
 from retrain.backends.protocol import Tokenizer
+from retrain.data.chat import encode_example
 from retrain.evaluation.estimators import majority_passes, pass_at_k
 from retrain.evaluation.row import EvalRow, ProblemResult
 from retrain.types import Completion, Example, SamplingParams
@@ -43,7 +44,7 @@ class Problem:
 
 def encode_problems(examples: Sequence[Example], tokenizer: Tokenizer) -> list[Problem]:
     """Each example with its prompt tokens and an id (its own, else its index)."""
-    return [Problem(ex.example_id if ex.example_id is not None else i, ex, tokenizer.encode_prompt(ex.prompt))
+    return [Problem(ex.example_id if ex.example_id is not None else i, ex, encode_example(ex, tokenizer))
             for i, ex in enumerate(examples)]
 
 

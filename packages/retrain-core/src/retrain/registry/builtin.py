@@ -45,7 +45,7 @@ ALGORITHM_MODES = (
     "discover_entropic",
     "ttt_discover_entropic",
 )
-REWARDS = ("match", "strict", "math", "judge", "custom")
+REWARDS = ("match", "strict", "partial", "math", "judge", "custom")
 PLANNING_DETECTORS = ("regex", "semantic")
 DATA_SOURCES = ("math", "arithmetic")
 TRAINERS = ("retrain", "sft", "optimizer_replay", "command", "ttt_discover")
@@ -141,6 +141,7 @@ TARGETS: dict[str, dict[str, str]] = {
     "reward": {
         "match": "retrain.rewards.boxed:MatchReward",
         "strict": "retrain.rewards.boxed:StrictMatchReward",
+        "partial": "retrain.rewards.boxed:PartialCreditReward",
         "math": "retrain.rewards.verifiers:MathReward",
         "custom": "retrain.rewards.custom:CustomReward",
         "judge": "retrain.rewards.verifiers:JudgeReward",
@@ -153,11 +154,12 @@ TARGETS: dict[str, dict[str, str]] = {
         "arithmetic": "retrain.data.arithmetic:load_arithmetic",
         "math": "retrain.data.math:load_math",
     },
-    "trainer": {
-        "retrain": "retrain.training.trainer:Trainer",
-        "ttt_discover": "retrain.training.discover:DiscoverTrainer",
-        "command": "retrain.training.runner.command:run_command",
-        "optimizer_replay": "retrain.training.runner.optimizer_replay:replay",
+    "trainer": {  # each a function (config, reporter, *, config_path) -> RunResult (retrain.training.trainers)
+        "retrain": "retrain.training.trainer:run_rl",
+        "sft": "retrain.training.sft.run:run_sft",
+        "ttt_discover": "retrain.training.discover:run_discover",
+        "command": "retrain.training.runner.command:run",
+        "optimizer_replay": "retrain.training.runner.optimizer_replay:run",
     },
     "backpressure": {
         "noop": "retrain.training.backpressure:NoopBackpressure",

@@ -47,11 +47,17 @@ def _is_contract(value: Any) -> bool:
             and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value))
 
 
+def distribution_version(name: str) -> str | None:
+    """The installed version of distribution `name`, None when it is not installed."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def mismatch(kind: str, distribution: str, declared: Any, supported: Contract) -> str | None:
     """One line saying why a definition from `distribution` declaring `declared` cannot run on
     this core, naming both contracts and what to install; None when it can run."""
-    from retrain.registry.health import distribution_version
-
     core = f"retrain-core {distribution_version('retrain-core') or '?'}"
     here = f"{core} supports {kind} contract {supported_text(supported)}"
     if declared is None:

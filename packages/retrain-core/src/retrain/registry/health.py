@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
-from importlib import metadata
 
 from retrain.backends import catalog
 from retrain.config.schema import TrainConfig
 from retrain.plugins.resolve import is_dotted
+from retrain.registry.contract import distribution_version
 
 
 @dataclass(frozen=True)
@@ -33,13 +33,6 @@ def module_available(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
         return False
-
-
-def distribution_version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 RETRAIN_DISTRIBUTIONS = (

@@ -8,11 +8,24 @@ rewarding non-answers whenever a data set lacked a reference).
 `strict`: `match` plus form: exactly one box, and nothing but whitespace after it. It stops
 the "EOS drift" seen with `match` on small models (`\boxed{5}}}}` until max tokens), because
 text after the box is no longer free.
+
+`partial`: `strict`'s 1.0, with partial credit below it so a model that rarely boxes still
+gets signal: 0.5 for the right answer in the wrong form (the last box holds it but the form
+is not `strict`'s, or there is no box and the last number of the response equals the
+reference), 0.2 for the form without the answer (a box, wrong content), else 0.0. Every
+partial score stays at or below 0.5, so the correct rate (reward > 0.5) and pass@k count only
+`strict` answers.
 """
 
 from __future__ import annotations
 
+import re
+
 BOX = "\\boxed{"
+#: the last number of a response: an optional sign, digits with optional thousands commas, decimals
+NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+PARTIAL_ANSWER = 0.5
+PARTIAL_FORM = 0.2
 
 
 def box_span(text: str, start: int) -> tuple[str, int | None]:
@@ -62,3 +75,22 @@ class StrictMatchReward(MatchReward):
         if end is None or response[end:].strip():
             return 0.0
         return 1.0 if given and given == reference.strip() else 0.0
+
+
+def last_number(text: str) -> str:
+    """The last number in `text` with its thousands commas dropped, or ""."""
+    found = NUMBER.findall(text)
+    return found[-1].replace(",", "") if found else ""
+
+
+class PartialCreditReward(StrictMatchReward):
+    def score(self, response: str, reference: str) -> float:
+        if super().score(response, reference) == 1.0:
+            return 1.0
+        want = reference.strip()
+        if not want:
+            return 0.0
+        given = extract_boxed(response)
+        if BOX in response:
+            return PARTIAL_ANSWER if given == want else PARTIAL_FORM
+        return PARTIAL_ANSWER if last_number(response) == want.replace(",", "") else 0.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from retrain.backends.protocol import Tokenizer
+from retrain.data.chat import encode_example
 from retrain.types import Example
 
 
@@ -12,7 +13,7 @@ class PromptCursor:
     def __init__(self, examples: Sequence[Example], tokenizer: Tokenizer, start: int = 0,
                  encode: Callable[[Example, Tokenizer], list[int]] | None = None) -> None:
         """`encode`: the environment's own prompt rendering (messages, a system prompt); by
-        default the example's prompt as one user message."""
+        default retrain.data.chat's."""
         self.examples = list(examples)
         self.tokenizer = tokenizer
         self._encode = encode
@@ -33,6 +34,5 @@ class PromptCursor:
         if ids is None:
             self.encode_calls += 1
             ex = self.examples[i]
-            ids = self._encoded[i] = (self._encode(ex, self.tokenizer) if self._encode is not None
-                                      else self.tokenizer.encode_prompt(ex.prompt))
+            ids = self._encoded[i] = (self._encode or encode_example)(ex, self.tokenizer)
         return ids

@@ -2,7 +2,7 @@
 policy sampled, taken from the chat template without re-tokenising what was sampled.
 
 A multi-turn prompt is always the previous prompt + the sampled ids + the observation ids
-(retrain.training.rollout.multi). The observation ids come from three renders of the
+(retrain.rollout.episode). The observation ids come from three renders of the
 conversation as text: before the reply (with the generation prompt), through the reply, and
 through the new messages (with the generation prompt). The template's tokens that close the
 assistant's turn (an end-of-turn marker the policy did not sample, e.g. after a truncated

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from retrain.registry.health import distribution_version, module_available
+from retrain.registry.contract import distribution_version
+from retrain.registry.health import module_available
 
 #: (import name, distribution, what it enables, install hint): only packages that something
 #: built in this version imports, so installing one changes what retrain does (a package for

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from retrain.commands.errors import CommandFailed
 from retrain.commands.init.templates import TEMPLATES, Template
 
-MENU: tuple[str, ...] = ("quickstart", "experiment", "campaign", "cpu")
+MENU: tuple[str, ...] = ("quickstart", "experiment", "campaign", "cpu", "smollm2")
 DEFAULT_SEED = 42
 
 Ask = Callable[[str], str]
