@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from txserver.runs import assert_no_key, deterministic, retrain, write_run
+from txserver.runs import assert_no_key, assert_same_run, retrain, write_run
 from txserver.server import API_KEY, TxServer
 
 from retrain.io.log import read_jsonl
@@ -64,11 +64,11 @@ def test_run_trains_resumes_exactly_and_downloads_a_peft_adapter(tx_server: TxSe
     assert report["ok"] and report["resume_mode"] == "exact", report
     resumed = retrain(cfg, "--resume", str(killed / "logs"))
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-    assert deterministic(read_jsonl(killed / "logs" / "metrics.jsonl")) == deterministic(rows)
+    assert_same_run(read_jsonl(killed / "logs" / "metrics.jsonl"), rows)
     # evaluation during training (seeded sampling from the latest weights) resumes exactly too
     evals = read_jsonl(straight / "logs" / "eval.jsonl")
     assert [r["step"] for r in evals] == [2, 4]
-    assert deterministic(read_jsonl(killed / "logs" / "eval.jsonl")) == deterministic(evals)
+    assert_same_run(read_jsonl(killed / "logs" / "eval.jsonl"), evals)
     # retrain eval loads each checkpoint (its service state) and the final adapter (its
     # service weights) and reproduces the run's own final evaluation
     scored = retrain(cfg, "--run", str(killed / "logs"), "--all-checkpoints", "--json", command="eval")

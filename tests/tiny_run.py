@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 GRADED_REWARD = '''
 def score(response, reference):
@@ -114,3 +115,26 @@ def retrain(cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
         if kernels is not None:
             kernels.set_kernel_mode(mode or "auto")
     return subprocess.CompletedProcess(["retrain", *args, str(cfg)], code, out.getvalue(), err.getvalue())
+
+
+class Messages:
+    """A reporter for in-process `train` calls: keeps the messages and the final summary,
+    draws nothing."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.summary: Any = None
+
+    def message(self, text: str) -> None:
+        self.lines.append(text)
+
+    def start(self, info: Any) -> None: ...
+
+    def warmup(self, step: int, total: int, row: Any) -> None: ...
+
+    def step(self, step: int, total: int, row: Any) -> None: ...
+
+    def sft(self, step: int, total: int, row: Any) -> None: ...
+
+    def finish(self, summary: Any) -> None:
+        self.summary = summary

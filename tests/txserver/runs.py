@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rows import assert_rows_match
 from txserver.server import API_KEY, TxServer
 
 from retrain.training.telemetry import WALL_CLOCK_FIELDS
@@ -69,6 +70,13 @@ def retrain(cfg: Path, *args: str, crash: str = "", timeout: float = 900, comman
 def deterministic(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in r.items() if k not in WALL_CLOCK_FIELDS and not k.startswith("tinker/")
              and k != "eval/wall_s"} for r in rows]
+
+
+def assert_same_run(resumed: list[dict[str, Any]], straight: list[dict[str, Any]]) -> None:
+    """A resumed run logs what an uninterrupted one did, bit for bit: the same keys, steps,
+    tokens, rewards and service floats (the test server runs every sequence alone at a fixed
+    shape, server.py, so its arithmetic does not follow the timing of concurrent requests)."""
+    assert_rows_match(deterministic(resumed), deterministic(straight), rel=0.0)
 
 
 def assert_no_key(*roots: Path) -> None:

@@ -7,6 +7,7 @@ package registry) the tests skip and say so, except under CI, where they fail.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -22,6 +23,13 @@ HERE = Path(__file__).parent
 REPO = HERE.parents[1]
 INSTALL = REPO / "scripts" / "ci" / "install-tinker-server.sh"
 API_KEY = "tml-test-key-3f9c2a61d0b84e57"  # what the tests grep every run file for
+# Every sequence sampled, and every datum trained, alone: the engine otherwise batches the
+# requests that happen to be pending together, so the shapes its kernels run at (and the
+# last bits of their sums) would follow the timing of concurrent submissions. With one
+# sequence per batch, and the sequence-length bins fixed in engine.py, a run's floats are a
+# function of its inputs alone, and a resumed run can be compared bit for bit.
+BACKEND_CONFIG = {"max_lora_adapters": 16, "max_lora_rank": 16, "sample_max_num_sequences": 1,
+                  "train_micro_batch_size": 1}
 
 
 def venv() -> Path:
@@ -99,7 +107,7 @@ def start(root: Path, model: Path, *, port: int = 0, db: Path | None = None, tim
     cmd = [str(python), str(HERE / "api.py"), "--host", "127.0.0.1", "--port", str(port),
            "--base-model", str(model), "--database-url", f"sqlite:///{db or root / 'tinker.db'}",
            "--checkpoints-base", str(root / "checkpoints"),
-           "--backend-config", '{"max_lora_adapters": 16, "max_lora_rank": 16}']
+           "--backend-config", json.dumps(BACKEND_CONFIG)]
     with open(log, "ab") as out:
         proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     server = TxServer(proc, port, model, root, log)
