@@ -33,6 +33,7 @@ adapter_path = "{root / 'a'}"
 [training]
 seed = 0
 temperature = 1.0
+top_p = 1.0
 """)
     return LocalBackend(load_config(str(root / "c.toml")).config)
 

@@ -67,7 +67,7 @@ def backend_for(model: Path, adapter: Path, aggregation: str = "token_mean", cli
     from retrain.config import load_config
 
     flags = ["--model", str(model), "--devices", "cpu", "--seed", "0", "--lora-rank", str(RANK),
-             "--lora-alpha", str(ALPHA), "--temperature", "1.0", "--max-tokens", str(MAX_TOKENS),
+             "--lora-alpha", str(ALPHA), "--temperature", "1.0", "--top-p", "1.0", "--max-tokens", str(MAX_TOKENS),
              "--clip-eps", str(clip_eps), "--loss-aggregation", aggregation,
              "--kl-coef", str(kl_coef), "--kl-estimator", kl_estimator,
              "--backend-opt", f"train_microbatch_size={microbatch}"]

@@ -27,6 +27,7 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -89,9 +90,14 @@ def run(case: dict, loss_type: str, epsilon: float, beta: float = 0.0) -> dict[s
         with torch.no_grad(), use_adapter(trainer.accelerator.unwrap_model(trainer.model), adapter_name=None):
             batch["ref_per_token_logps"], _, _ = trainer._get_per_token_logps_and_entropies(
                 trainer.model, ids, mask, batch["completion_ids"].size(1), batch_size=rows)
+    return backward(trainer, batch, run_key(loss_type, epsilon, beta))
+
+
+def backward(trainer: GRPOTrainer, batch: dict, key: str) -> dict[str, torch.Tensor]:
+    """TRL's loss on `batch`, backpropagated: the loss and every trainable parameter's
+    gradient (zeros where none flowed), named under `key/`."""
     loss = trainer.compute_loss(trainer.model, batch)
     loss.backward()
-    key = run_key(loss_type, epsilon, beta)
     out = {f"{key}/loss": loss.detach().reshape(1)}
     for name, p in trainer.model.named_parameters():
         if p.requires_grad and ".ref." not in name:
@@ -99,14 +105,19 @@ def run(case: dict, loss_type: str, epsilon: float, beta: float = 0.0) -> dict[s
     return out
 
 
-def main() -> None:
+def serve(run_one: Callable[[dict, dict], dict[str, torch.Tensor]]) -> None:
+    """`python SCRIPT CASE.json OUT.safetensors`: every run of the case, one thread, saved."""
     case_path, out_path = sys.argv[1], sys.argv[2]
     torch.set_num_threads(1)
     case = json.loads(Path(case_path).read_text())
     tensors: dict[str, torch.Tensor] = {}
     for spec in case["runs"]:
-        tensors.update(run(case, spec["loss_type"], float(spec["epsilon"]), float(spec.get("beta", 0.0))))
+        tensors.update(run_one(case, spec))
     save_file({k: v.contiguous() for k, v in tensors.items()}, out_path)
+
+
+def main() -> None:
+    serve(lambda case, spec: run(case, spec["loss_type"], float(spec["epsilon"]), float(spec.get("beta", 0.0))))
 
 
 if __name__ == "__main__":

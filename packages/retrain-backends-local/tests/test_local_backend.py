@@ -111,7 +111,7 @@ def test_microbatched_update_equals_full_batch(tiny_config, aggregation: str) ->
 
 @pytest.mark.parametrize("mode", ["kl_cov", "clip_cov"])
 def test_microbatching_exact_for_selection_modes(tiny_config, mode: str) -> None:  # type: ignore[no-untyped-def]
-    extra = ["--policy-loss-mode", mode, "--clip-cov-ratio", "0.2", "--clip-cov-min", "-100",
+    extra = ["--policy-loss-mode", mode, "--top-p", "1.0", "--clip-cov-ratio", "0.2", "--clip-cov-min", "-100",
              "--clip-cov-max", "100", "--kl-cov-percent", "20"]
     full = sgd(LocalBackend(tiny_config(*extra)))
     micro = sgd(LocalBackend(tiny_config(*extra, "--backend-opt", "train_microbatch_size=2")))

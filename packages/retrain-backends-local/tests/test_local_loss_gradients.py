@@ -46,7 +46,7 @@ def reference_loss(mode: str, new: torch.Tensor, old: torch.Tensor, adv: torch.T
     ("clip_cov", ["--clip-cov-ratio", "0.3", "--clip-cov-min", "-1000", "--clip-cov-max", "1000"]),
 ])
 def test_loss_and_lora_gradients_match_reference(tiny_config, mode: str, flags: list[str]) -> None:  # type: ignore[no-untyped-def]
-    backend = LocalBackend(tiny_config("--policy-loss-mode", mode, "--temperature", "1.0", *flags))
+    backend = LocalBackend(tiny_config("--policy-loss-mode", mode, "--temperature", "1.0", "--top-p", "1.0", *flags))
     data = datums(backend)
     lora = {n: p for n, p in backend.model.named_parameters() if p.requires_grad}
     with torch.no_grad():  # non-zero B so that A also gets a gradient

@@ -52,9 +52,11 @@ min_prompt_overlap = 0.7
 def test_server_engines_and_their_keys_are_live(tmp_path: Path) -> None:
     p = tmp_path / "c.toml"
     p.write_text('[inference]\nengine = "vllm"\nurl = "http://127.0.0.1:8000/v1"\nconcurrency = 8\n'
-                 'importance_sampling_correction = true\n[training]\nmax_async_level = 1\ntop_k = 20\nmin_p = 0.05\n')
+                 'importance_sampling_correction = true\n[training]\nmax_async_level = 1\ntop_p = 1.0\n')
     c = load_config(p).config
-    assert c.inference.engine == "vllm" and c.training.max_async_level == 1 and c.training.top_k == 20
+    assert c.inference.engine == "vllm" and c.training.max_async_level == 1 and c.inference.importance_sampling_correction
+    (tmp_path / "k.toml").write_text('[inference]\nengine = "vllm"\n[training]\ntop_k = 20\nmin_p = 0.05\n')
+    assert load_config(tmp_path / "k.toml").config.training.top_k == 20
     for engine in ("trtllm", "mlx"):
         assert NOT_BUILT_TEXT in errors_of(tmp_path, f'[inference]\nengine = "{engine}"\n')[0]
     errs = errors_of(tmp_path, "[training]\nmax_async_level = 1\n")
@@ -341,7 +343,7 @@ def test_several_devices_are_live_for_the_local_backend_and_refused_by_name_othe
     errs = errors_of(tmp_path, "[backend]\nbackend = 'tinker'\ndevices = 'gpu:0,gpu:1'\n")
     assert len(errs) == 1 and "[backend] devices" in errs[0] and NOT_BUILT_TEXT in errs[0] and "'tinker'" in errs[0]
     for text, label in [("[inference]\nengine = 'vllm'\nurl = 'http://h:1/v1'\n", "[inference] engine"),
-                        ("[training]\npolicy_loss_mode = 'kl_cov'\n", "[training] policy_loss_mode")]:
+                        ("[training]\npolicy_loss_mode = 'kl_cov'\ntop_p = 1.0\n", "[training] policy_loss_mode")]:
         errs = errors_of(tmp_path, "[backend]\ndevices = 'cpu,cpu'\n" + text)
         assert len(errs) == 1 and label in errs[0] and f"with 2 devices is {NOT_BUILT_TEXT}" in errs[0], errs
     assert "twice" in errors_of(tmp_path, "[backend]\ndevices = 'gpu:0,gpu:0'\n")[0]

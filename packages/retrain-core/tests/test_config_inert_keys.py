@@ -31,7 +31,7 @@ REPORTED: dict[str, tuple[str, str, str]] = {
                         "[inference]\nurl = 'http://127.0.0.1:8000'\nengine = 'vllm'\n"),
     "[inference] importance_sampling_cap": (
         "[inference]\nimportance_sampling_cap = 3.0\n", "importance_sampling_correction = true",
-        "[inference]\nimportance_sampling_cap = 3.0\nimportance_sampling_correction = true\n"),
+        "[inference]\nimportance_sampling_cap = 3.0\nimportance_sampling_correction = true\n[training]\ntop_p = 1.0\n"),
     "[training] kl_estimator": ("[training]\nkl_estimator = 'k1'\n", "kl_coef > 0",
                                 "[training]\nkl_estimator = 'k1'\nkl_coef = 0.05\n"),
     "[echo] weight": ("[echo]\nweight = 0.1\n", "[echo] enabled = true",

@@ -43,7 +43,10 @@ ADDED_FIELDS = {"data_path", "data_difficulty", "reward_timeout_s", "reward_max_
                 "importance_sampling_correction", "importance_sampling_cap", "eval_every", "eval_before_train",
                 "eval_at_end", "eval_k", "eval_n", "eval_temperature", "eval_top_p", "eval_max_tokens", "eval_max_examples",
                 "eval_pass_threshold", "eval_data_path", "loss_aggregation", "kl_coef", "kl_estimator",
-                "environment_max_episode_tokens"}
+                "environment_max_episode_tokens", "importance_sampling_level", "sapo_temperature_pos",
+                "sapo_temperature_neg", "importance_sampling_mode", "dynamic_sampling",
+                "dynamic_sampling_max_rounds", "overlong_buffer", "overlong_penalty_factor",
+                "mask_truncated_completions"}
 
 
 def test_every_reference_field_plus_documented_additions() -> None:

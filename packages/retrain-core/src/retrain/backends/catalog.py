@@ -12,7 +12,7 @@ backend unavailable with one line naming the distribution and both contracts.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import metadata
@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from retrain.backends.options import BUILTIN_OPTION_SCHEMAS, OptionSchema, OptionSpec
 from retrain.backends.protocol import BACKEND_CONTRACT
-from retrain.config.schema import LOSS_AGGREGATIONS
+from retrain.config.schema import LOSS_AGGREGATIONS, POLICY_LOSS_MODES, RATIO_LEVELS
 from retrain.registry import contract
 from retrain.registry.contract import Contract
 
@@ -40,6 +40,10 @@ class BackendCapabilities:
     loss_aggregations: tuple[str, ...] = ("token_mean",)
     # computes [training] kl_coef's penalty to the reference policy; refused at load otherwise
     reference_kl: bool = False
+    # [training] policy_loss_mode and importance_sampling_level values it computes; others are
+    # refused at load
+    policy_losses: tuple[str, ...] = ("standard",)
+    ratio_levels: tuple[str, ...] = ("token",)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -51,6 +55,8 @@ class BackendCapabilities:
             "supports_echo_shared_forward": self.supports_echo_shared_forward,
             "loss_aggregations": list(self.loss_aggregations),
             "reference_kl": self.reference_kl,
+            "policy_losses": list(self.policy_losses),
+            "ratio_levels": list(self.ratio_levels),
         }
 
     def summary(self) -> str:
@@ -61,7 +67,8 @@ class BackendCapabilities:
         return (f"sync loss {flag(self.reports_sync_loss)}, token advantages {flag(self.preserves_token_advantages)}, "
                 f"resume {self.checkpoint_resume_mode}{' (runtime-dependent)' if self.resume_runtime_dependent else ''}, "
                 f"ECHO shared forward {flag(self.supports_echo_shared_forward)}, "
-                f"loss aggregations {', '.join(self.loss_aggregations)}")
+                f"loss aggregations {', '.join(self.loss_aggregations)}; "
+                f"policy losses {', '.join(self.policy_losses)} ({', '.join(self.ratio_levels)} ratios)")
 
 
 PLUGIN_DEFAULT_CAPABILITIES = BackendCapabilities()
@@ -105,7 +112,8 @@ _BUILTIN = {
         distribution="retrain-backends-local",
         # exact: checkpoints hold weights, optimizer state and every RNG stream
         capabilities=BackendCapabilities(True, True, True, False, "exact", True, LOSS_AGGREGATIONS,
-                                         reference_kl=True),
+                                         reference_kl=True, policy_losses=POLICY_LOSS_MODES,
+                                         ratio_levels=RATIO_LEVELS),
         dependency="torch",
         hint="pip install retrain-backends-local",
     ),
@@ -113,8 +121,10 @@ _BUILTIN = {
         name="unsloth",
         factory="retrain.backends.unsloth.create:create_backend",
         distribution="retrain-backends-unsloth",
-        # token_mean only: the other loss aggregations are not built yet for unsloth
-        capabilities=BackendCapabilities(True, True, True, False, "adapter_only", True),
+        # token_mean only: the other loss aggregations are not built yet for unsloth; its
+        # policy losses are the local backend's (it trains through LocalBackend.policy_gradients)
+        capabilities=BackendCapabilities(True, True, True, False, "adapter_only", True,
+                                         policy_losses=POLICY_LOSS_MODES, ratio_levels=RATIO_LEVELS),
         dependency="unsloth",
         hint="pip install retrain-backends-unsloth (CUDA GPU required at run time)",
     ),
@@ -125,8 +135,10 @@ _BUILTIN = {
         # exact and runtime-dependent: weights and optimizer state live in the service's
         # checkpoints (save_state / load_state_with_optimizer), sampling seeds derive from the
         # batch; a resume needs the service to still hold the checkpoint. Every aggregation:
-        # its per-token weights are folded into the advantages (tinker/loss.py)
-        capabilities=BackendCapabilities(True, True, True, True, "exact", False, LOSS_AGGREGATIONS),
+        # its per-token weights are folded into the advantages (tinker/loss.py). Policy losses:
+        # those the service computes (ppo for a clipped standard, cispo), token-level ratios only
+        capabilities=BackendCapabilities(True, True, True, True, "exact", False, LOSS_AGGREGATIONS,
+                                         policy_losses=("standard", "cispo")),
         dependency="tinker",
         hint="pip install retrain-backends-tinker",
     ),
@@ -292,6 +304,8 @@ def _parse_capabilities(raw: Any) -> BackendCapabilities | None:
         supports_echo_shared_forward=bool(raw.get("supports_echo_shared_forward", False)),
         loss_aggregations=tuple(str(a) for a in raw.get("loss_aggregations", ("token_mean",))),
         reference_kl=bool(raw.get("reference_kl", False)),
+        policy_losses=tuple(str(m) for m in raw.get("policy_losses", ("standard",))),
+        ratio_levels=tuple(str(v) for v in raw.get("ratio_levels", ("token",))),
     )
 
 
@@ -314,11 +328,15 @@ def _parse_option_spec(raw: Any) -> OptionSpec:
 def describe_catalog() -> dict[str, Any]:
     """The machine-readable catalog behind `retrain backends --json`."""
     from retrain.backends.options import describe_schema
+    from retrain.config.validate.built import NOT_BUILT_OPTIONS
+
+    def options(entry: BackendEntry) -> dict[str, dict[str, Any]]:
+        return describe_schema(entry.definition.option_schema or {}, NOT_BUILT_OPTIONS.get(entry.name, {}))
 
     return {
         "contracts": {"backend": contract.text(BACKEND_CONTRACT)},
-        "builtins": [_describe(e, describe_schema) for e in all_entries() if e.source == "builtin"],
-        "entry_points": [_describe(e, describe_schema) for e in all_entries() if e.source != "builtin"],
+        "builtins": [_describe(e, options) for e in all_entries() if e.source == "builtin"],
+        "entry_points": [_describe(e, options) for e in all_entries() if e.source != "builtin"],
         "plugin": {
             "dotted_path_supported": True,
             "entry_point_group": ENTRY_POINT_GROUP,
@@ -330,7 +348,7 @@ def describe_catalog() -> dict[str, Any]:
     }
 
 
-def _describe(entry: BackendEntry, describe_schema: Any) -> dict[str, Any]:
+def _describe(entry: BackendEntry, options: Callable[[BackendEntry], dict[str, dict[str, Any]]]) -> dict[str, Any]:
     d = entry.definition
     return {
         "name": entry.name,
@@ -342,6 +360,6 @@ def _describe(entry: BackendEntry, describe_schema: Any) -> dict[str, Any]:
         "note": d.note,
         "dependency": {"import": d.dependency, "hint": d.hint},
         "capabilities": d.capabilities.as_dict(),
-        "option_schema": describe_schema(d.option_schema or {}, entry.name),
+        "option_schema": options(entry),
         "problems": entry.problems,
     }

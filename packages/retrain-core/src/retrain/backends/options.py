@@ -6,7 +6,7 @@ to the declared type, so backends never re-parse strings. Unknown keys are error
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -247,10 +247,9 @@ def _toml(value: Any) -> str:
     return repr(value)
 
 
-def describe_schema(schema: OptionSchema, backend: str = "") -> dict[str, dict[str, Any]]:
-    """Each option as data; `built` is false for an option that is refused as not built yet."""
-    from retrain.config.validate.built import option_built
-
+def describe_schema(schema: OptionSchema, unbuilt: Collection[str] = ()) -> dict[str, dict[str, Any]]:
+    """Each option as data; `built` is false for the options named in `unbuilt` (refused as
+    not built yet: retrain.config.validate.built)."""
     return {
         key: {
             "type": spec.value_type.__name__,
@@ -258,7 +257,7 @@ def describe_schema(schema: OptionSchema, backend: str = "") -> dict[str, dict[s
             "choices": list(spec.choices) if spec.choices is not None else None,
             "has_validator": spec.validator is not None,
             "description": spec.description,
-            "built": option_built(backend, key),
+            "built": key not in unbuilt,
         }
         for key, spec in sorted(schema.items())
     }

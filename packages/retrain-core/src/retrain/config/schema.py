@@ -183,7 +183,7 @@ class DataConfig(Section):
 
 class RewardConfig(Section):
     _prefix: ClassVar[str] = "reward_"
-    type: Annotated[str, F("Reward: match, math, judge, custom, or a dotted path.")] = "match"
+    type: Annotated[str, F("Reward: match, strict, partial, math, judge, custom, or a dotted path.")] = "match"
     judge_model: Annotated[str, F("Judge model for type = judge (default gpt-4o-mini).")] = ""
     custom_module: Annotated[str, F("Module of the custom reward (type = custom).")] = ""
     custom_function: Annotated[str, F("Function of the custom reward: fn(response, reference).")] = "score"
@@ -210,6 +210,10 @@ class ResumeConfig(Section):
 TrainerName = str
 LossAggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "constant"]
 LOSS_AGGREGATIONS: tuple[str, ...] = get_args(LossAggregation)
+PolicyLossMode = Literal["standard", "kl_cov", "clip_cov", "cispo", "sapo"]
+POLICY_LOSS_MODES: tuple[str, ...] = get_args(PolicyLossMode)
+RatioLevel = Literal["token", "sequence"]
+RATIO_LEVELS: tuple[str, ...] = get_args(RatioLevel)
 
 
 class TrainingConfig(Section):
@@ -238,13 +242,29 @@ class TrainingConfig(Section):
     ] = 0
     lr: Annotated[float, F("Learning rate.", gt=0)] = 4e-5
     weight_decay: Annotated[float, F("AdamW weight decay.")] = 0.0
-    clip_eps: Annotated[float, F("PPO ratio clip epsilon; 0 = off.", ge=0)] = 0.0
-    clip_eps_high: Annotated[float, F("Asymmetric upper clip; needs clip_eps > 0. 0 = same as clip_eps.", ge=0)] = 0.0
+    clip_eps: Annotated[float, F("Ratio clip epsilon, the band's lower side 1 - clip_eps; 0 = off (cispo: no lower "
+                                 "bound).", ge=0)] = 0.0
+    clip_eps_high: Annotated[float, F("Asymmetric upper clip 1 + clip_eps_high; needs clip_eps > 0 (but under cispo). "
+                                      "0 = same as clip_eps.", ge=0)] = 0.0
     clip_ratio_c: Annotated[float, F("Dual-clip lower bound for negative advantages; 0 = off.", ge=0)] = 0.0
     policy_loss_mode: Annotated[
-        Literal["standard", "kl_cov", "clip_cov"],
-        F("Policy loss: standard, kl_cov, clip_cov (the last two need backend = local)."),
+        PolicyLossMode,
+        F("Policy loss: standard (PPO-clipped with clip_eps > 0), kl_cov, clip_cov, cispo (a clipped, "
+          "stop-gradient ratio weighting -A log p; bounds clip_eps / clip_eps_high), sapo (a soft sigmoid "
+          "gate instead of a clip). Each backend lists those it computes (`retrain backends`)."),
     ] = "standard"
+    importance_sampling_level: Annotated[
+        RatioLevel,
+        F("Level of the policy ratio: token, or sequence (GSPO: one ratio per completion, "
+          "exp(mean over its tokens of log p - log p_old), clipped per completion; TRL's "
+          "importance_sampling_level)."),
+    ] = "token"
+    sapo_temperature_pos: Annotated[
+        float, F("sapo: gate temperature of tokens with a positive advantage (TRL's sapo_temperature_pos).", gt=0)
+    ] = 1.0
+    sapo_temperature_neg: Annotated[
+        float, F("sapo: gate temperature of tokens with an advantage <= 0 (TRL's sapo_temperature_neg).", gt=0)
+    ] = 1.05
     loss_aggregation: Annotated[
         LossAggregation,
         F("How per-token policy losses sum to the step's loss: token_mean (over every sampled token "
@@ -269,6 +289,26 @@ class TrainingConfig(Section):
     adv_clip_max: Annotated[float, F("Cap token advantages to +/- this value; 0 = off.", ge=0)] = 0.0
     batch_advantage_norm: Annotated[
         bool, F("REINFORCE++ whole-batch normalisation of non-zero token advantages.")
+    ] = False
+    dynamic_sampling: Annotated[
+        bool, F("DAPO dynamic sampling: drop groups whose rewards all tie (zero variance) and sample more "
+                "prompts until batch_size groups train, in at most dynamic_sampling_max_rounds extra rounds.")
+    ] = False
+    dynamic_sampling_max_rounds: Annotated[
+        int, F("Extra sampling rounds a step may take to fill its batch; a batch still short after them "
+               "trains on the groups it has (dynamic/batch_fill < 1).", ge=1)
+    ] = 4
+    overlong_buffer: Annotated[
+        int, F("DAPO soft overlong punishment: a completion longer than max_tokens - overlong_buffer tokens gets "
+               "a penalty falling linearly to -overlong_penalty_factor at max_tokens, added to its reward; "
+               "0 = off.", ge=0)
+    ] = 0
+    overlong_penalty_factor: Annotated[
+        float, F("The overlong penalty at max_tokens (verl's overlong_buffer.penalty_factor).", gt=0)
+    ] = 1.0
+    mask_truncated_completions: Annotated[
+        bool, F("Leave completions cut at max_tokens (finish_reason length) out of the policy loss (TRL's "
+                "mask_truncated_completions); their rewards still count in their group's advantages.")
     ] = False
     max_examples: Annotated[int, F("Limit the data set to this many examples; 0 = all.", ge=0)] = 0
     save_every: Annotated[int, F("Checkpoint every N steps; 0 disables periodic checkpoints.", ge=0)] = 20
@@ -388,12 +428,21 @@ class InferenceConfig(Section):
     ] = 5
     importance_sampling_correction: Annotated[
         bool,
-        F("Weight each token's loss by min(exp(trainer logprob - sampler logprob), cap): truncated "
-          "importance sampling against the sampler mismatch (TRL's vllm_importance_sampling_correction)."),
+        F("Weight each token's loss by the ratio of the trainer's to the sampler's probability, truncated or "
+          "masked at importance_sampling_cap (importance_sampling_mode): importance sampling against the "
+          "sampler mismatch (TRL's vllm_importance_sampling_correction)."),
     ] = False
     importance_sampling_cap: Annotated[
-        float, F("Cap of the importance-sampling weight.", gt=0)
+        float, F("Cap of the importance-sampling ratio: truncate modes clip the weight to it, mask modes "
+                 "drop what exceeds it.", gt=0)
     ] = 2.0
+    importance_sampling_mode: Annotated[
+        Literal["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"],
+        F("The correction's level and treatment of a ratio above the cap (TRL's "
+          "vllm_importance_sampling_mode): token_* weigh each token by its own ratio, sequence_* each "
+          "completion's tokens by the product of their ratios; *_truncate clips the weight at the cap, "
+          "*_mask drops the token or completion from the loss."),
+    ] = "token_truncate"
     attention_kernel: Annotated[
         Literal["default", "flash", "triton", "tk", "cutlass"], F("Attention kernel hint.")
     ] = "default"

@@ -33,13 +33,24 @@ def step_line(step: int, row: Mapping[str, Any]) -> str:
     return (f"step {step} [{row.get('condition', '')}] loss={row.get('loss', 0.0):.4f} "
             f"reward={row.get('mean_reward', 0.0):.3f} correct={100 * row.get('correct_rate', 0.0):.1f}% "
             f"datums={row.get('num_datums', 0)} tok/s={row.get('tokens_per_second', 0.0):.0f} "
-            f"time={row.get('step_time_s', 0.0):.2f}s{reward_failures(row)}")
+            f"time={row.get('step_time_s', 0.0):.2f}s{dynamic_sampling(row)}{reward_failures(row)}")
+
+
+def dynamic_sampling(row: Mapping[str, Any]) -> str:
+    """` dropped=D/G rounds=+R` (and ` fill=F` when the batch stayed short) with dynamic
+    sampling, else ""."""
+    if "dynamic/groups_sampled" not in row:
+        return ""
+    fill = float(row.get("dynamic/batch_fill", 1.0))
+    return (f" dropped={int(row['dynamic/groups_dropped'])}/{int(row['dynamic/groups_sampled'])} "
+            f"rounds=+{int(row.get('dynamic/extra_rounds', 0))}" + (f" fill={fill:.2f}" if fill < 1 else ""))
 
 
 def reward_failures(row: Mapping[str, Any]) -> str:
     """` reward_errors=F/N` when some of the step's completions failed to score, else ""."""
     failed = int(row.get("reward_errors", 0) + row.get("reward_timeouts", 0))
-    total = int(row.get("batch_size", 0)) * int(row.get("group_size", 0))
+    groups = row.get("dynamic/groups_sampled", row.get("batch_size", 0))
+    total = int(groups) * int(row.get("group_size", 0))
     return f" reward_errors={failed}/{total}" if failed else ""
 
 
@@ -70,6 +81,11 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
                      f"  ({summary['last_reward'] - summary['first_reward']:+.3f})")
     elif "mean_reward" in summary:
         lines.append(f"  mean reward over the run: {summary['mean_reward']:.3f}")
+    if ds := summary.get("dynamic_sampling"):
+        share = ds["dropped"] / ds["groups"] if ds["groups"] else 0.0
+        lines.append(f"  dynamic sampling: {ds['dropped']} of {ds['groups']} groups dropped ({share:.1%}), "
+                     f"{ds['extra_rounds']} extra rounds, {ds['surplus']} surplus groups, "
+                     f"{ds['short_steps']} steps short of a full batch")
     first, last = summary.get("eval_first"), summary.get("eval_last")
     if first and last:
         n = last.get("eval/examples", 0)

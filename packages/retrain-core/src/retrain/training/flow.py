@@ -9,6 +9,7 @@ from typing import Any
 from retrain.advantages.pipeline import AdvantagePipeline, build_pipeline
 from retrain.config.schema import TrainConfig
 from retrain.training.backpressure import Backpressure, build_backpressure
+from retrain.training.dapo.overlong import OverlongShaping
 from retrain.training.echo import EchoSettings
 from retrain.training.sepa import SepaController
 from retrain.types import SamplingParams
@@ -24,6 +25,8 @@ class Flow:
     sampling: SamplingParams
     environment: Any | None = None  # retrain.environments.protocol.Environment: prompts and rollouts
     echo: EchoSettings | None = None
+    overlong: OverlongShaping | None = None  # the soft overlong punishment, when overlong_buffer > 0
+    mask_truncated: bool = False  # completions cut at max_tokens train no token
 
     @property
     def condition(self) -> str:
@@ -55,4 +58,5 @@ def build_flow(config: TrainConfig) -> Flow:
         raise
     return Flow(pipeline=pipeline, sepa=SepaController.from_config(config), backpressure=build_backpressure(config),
                 reward=reward, detector=detector, sampling=sampling, environment=environment,
-                echo=EchoSettings.of(config))
+                echo=EchoSettings.of(config), overlong=OverlongShaping.of(config),
+                mask_truncated=t.mask_truncated_completions)

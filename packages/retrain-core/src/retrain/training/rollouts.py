@@ -2,12 +2,19 @@
 
 The order follows spec algorithms.md §1: reward ties decide which groups train; the pipeline
 gives token advantages per kept group (with the step's SEPA lambda); then, over the whole
-step, REINFORCE++ batch normalisation and the advantage cap.
+step, REINFORCE++ batch normalisation and the advantage cap. DAPO's additions
+(retrain.training.dapo): the overlong penalty is added to the rewards as they are
+collected, so it takes part in the ties; a group dynamic sampling left out of the batch
+(`Group.dropped`) does not train; a truncated completion, with `mask_truncated_completions`,
+keeps its place in its group's advantages and trains no token.
 
 With an environment (`flow.environment`) the environment samples and scores; a multi-turn
 group carries its `Episode`s, whose sampled tokens the pipeline scores like one completion
 each and which become datums with the environment's tokens masked out
-(retrain.training.rollout.multi), plus ECHO weights when `[echo]` is on.
+(retrain.rollout.episode), plus ECHO weights when `[echo]` is on.
+
+`Group`, `StepRollouts` and `sample_texts`, what environments build and call, live one floor
+down in retrain.rollout; they are imported here under their old names too.
 """
 
 from __future__ import annotations
@@ -23,10 +30,12 @@ from retrain.advantages.episode import batch_normalize
 from retrain.advantages.result import GroupAdvantages, merge_metrics
 from retrain.backends.protocol import TrainBackend
 from retrain.planning.create import masks as planning_masks
-from retrain.rewards.types import RewardFault
+from retrain.rollout.group import Group as Group
+from retrain.rollout.group import StepRollouts as StepRollouts
+from retrain.rollout.sample import sample_texts as sample_texts
+from retrain.training.dapo.overlong import masked, shaping_metrics
 from retrain.training.echo import echo_weights
 from retrain.training.flow import Flow
-from retrain.training.rollout.multi import Episode
 from retrain.training.signals import (
     apply_advantage_cap,
     correct_count,
@@ -37,68 +46,24 @@ from retrain.training.signals import (
 from retrain.types import Completion, Datum, Example, SamplingParams, TrainOutput
 
 
-@dataclass
-class Group:
-    example: Example
-    prompt_ids: list[int]
-    completions: list[Completion]
-    texts: list[str]
-    rewards: np.ndarray
-    train: bool = True
-    note: str = ""
-    episodes: list[Episode] | None = None  # multi-turn: one per completion, same order
-
-
-@dataclass
-class StepRollouts:
-    groups: list[Group]
-    sample_time_s: float
-    score_time_s: float
-    reward_metrics: dict[str, float] = field(default_factory=dict)
-    policy_version: int = 0  # RL updates in the weights that sampled (retrain.training.producer)
-    producer_metrics: dict[str, float] = field(default_factory=dict)
-    env_metrics: dict[str, float] = field(default_factory=dict)  # the environment's own (`env/...`)
-    reward_faults: list[RewardFault] = field(default_factory=list)  # the first failure of each kind
-
-    @property
-    def rewards(self) -> np.ndarray:
-        return np.concatenate([g.rewards for g in self.groups]) if self.groups else np.zeros(0)
-
-    @property
-    def completion_tokens(self) -> int:
-        return sum(len(c.token_ids) for g in self.groups for c in g.completions)
-
-    @property
-    def length_hits(self) -> int:
-        return sum(c.finish_reason == "length" for g in self.groups for c in g.completions)
-
-
 def collect(backend: TrainBackend, flow: Flow, batch: Sequence[tuple[Example, list[int]]], *,
             group_size: int, sampling: SamplingParams | None = None) -> StepRollouts:
+    out: StepRollouts
     if flow.environment is not None:
-        out: StepRollouts = flow.environment.collect(backend, batch, group_size=group_size,
-                                                     sampling=sampling or flow.sampling)
-        return out
-    samples, texts, sample_s = sample_texts(backend, batch, group_size, sampling or flow.sampling)
-    t1 = time.perf_counter()
-    responses = [t for group in texts for t in group]
-    references = [ex.reference for ex, _ in batch for _ in range(group_size)]
-    scored = flow.reward.score_batch(responses, references)
-    scores = np.asarray(scored.scores, dtype=np.float64)
-    groups = [Group(ex, ids, list(comps), txts, scores[i * group_size:(i + 1) * group_size])
-              for i, ((ex, ids), comps, txts) in enumerate(zip(batch, samples, texts, strict=True))]
-    return StepRollouts(groups, sample_s, time.perf_counter() - t1, scored.metrics(), reward_faults=scored.faults)
-
-
-def sample_texts(backend: TrainBackend, batch: Sequence[tuple[Example, list[int]]], group_size: int,
-                 sampling: SamplingParams) -> tuple[list[list[Completion]], list[list[str]], float]:
-    """One step's single-turn sampling: `group_size` completions per prompt, their texts, and
-    the wall time it took."""
-    t0 = time.perf_counter()
-    samples = backend.sample([ids for _, ids in batch], group_size, sampling)
-    tok = backend.tokenizer
-    texts = [[tok.decode(c.token_ids) for c in group] for group in samples]
-    return samples, texts, time.perf_counter() - t0
+        out = flow.environment.collect(backend, batch, group_size=group_size, sampling=sampling or flow.sampling)
+    else:
+        samples, texts, sample_s = sample_texts(backend, batch, group_size, sampling or flow.sampling)
+        t1 = time.perf_counter()
+        responses = [t for group in texts for t in group]
+        references = [ex.reference for ex, _ in batch for _ in range(group_size)]
+        scored = flow.reward.score_batch(responses, references)
+        scores = np.asarray(scored.scores, dtype=np.float64)
+        groups = [Group(ex, ids, list(comps), txts, scores[i * group_size:(i + 1) * group_size])
+                  for i, ((ex, ids), comps, txts) in enumerate(zip(batch, samples, texts, strict=True))]
+        out = StepRollouts(groups, sample_s, time.perf_counter() - t1, scored.metrics(), reward_faults=scored.faults)
+    if flow.overlong is not None:
+        out.groups = flow.overlong.shape(out.groups)
+    return out
 
 
 @dataclass
@@ -130,9 +95,12 @@ def advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *, ste
     planning = [0, 0]  # marked tokens, tokens of the completions the detector saw
     for g in rollouts.groups:
         members = _members(g, tl_grpo)
-        rewards = g.rewards[members]
+        rewards = g.shaped_rewards[members]
         t = summarize_reward_ties(rewards)
         ties.append(t)
+        if g.dropped:
+            g.train, g.note = False, g.dropped
+            continue
         disp = group_disposition(t, rewards, tl_grpo=tl_grpo, echo=flow.echo is not None and g.episodes is not None,
                                  plugin_advantage=plugin)
         g.train, g.note = disp.train and len(members) > 0, disp.label
@@ -158,7 +126,7 @@ def advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *, ste
     flow.sepa.observe_correct_rate(correct / total if total else 0.0)
     if flow.sepa.schedule == "auto":
         flow.sepa.observe_completions([c.logprobs for g in rollouts.groups for c in g.completions])
-    metrics: dict[str, float] = {**tie_metrics(ties), **merge_metrics(results)}
+    metrics: dict[str, float] = {**tie_metrics(ties), **merge_metrics(results), **shaping_metrics(rollouts.groups)}
     if flow.detector is not None:
         metrics["planning_token_fraction"] = planning[0] / planning[1] if planning[1] else 0.0
     if pipeline.batch_normalize:
@@ -170,19 +138,28 @@ def advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *, ste
     if echo is not None:
         metrics.update(echo[1])
     datums: list[Datum] = []
+    truncated = [0, 0]  # completions and their sampled tokens masked out of the loss
     it = iter(rows)
     for k, (g, members) in enumerate(kept):
         pad = [0.0] * len(g.prompt_ids)
         for j, i in enumerate(members):
             adv = next(it)
-            if g.episodes is not None:
-                datums += g.episodes[i].datums(adv, policy_version=rollouts.policy_version,
-                                               echo=echo[0][k][j] if echo is not None else None)
-                continue
             c = g.completions[i]
-            datums.append(Datum(tokens=g.prompt_ids + c.token_ids, logprobs=pad + list(c.logprobs),
-                                advantages=pad + adv.tolist(), policy_version=rollouts.policy_version,
-                                mask=[0] * len(g.prompt_ids) + [1] * len(c.token_ids)))
+            if g.episodes is not None:
+                made = g.episodes[i].datums(adv, policy_version=rollouts.policy_version,
+                                            echo=echo[0][k][j] if echo is not None else None)
+            else:
+                made = [Datum(tokens=g.prompt_ids + c.token_ids, logprobs=pad + list(c.logprobs),
+                              advantages=pad + adv.tolist(), policy_version=rollouts.policy_version,
+                              mask=[0] * len(g.prompt_ids) + [1] * len(c.token_ids))]
+            if flow.mask_truncated and c.finish_reason == "length":
+                made = [masked(d) for d in made]
+                truncated[0] += 1
+                truncated[1] += len(c.token_ids)
+            datums += made
+    if flow.mask_truncated:
+        metrics.update({"overlong/masked_completions": float(truncated[0]),
+                        "overlong/masked_tokens": float(truncated[1])})
     return StepAdvantages(datums, metrics, correct, total, sepa)
 
 

@@ -11,13 +11,16 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from retrain.errors import UserError
 from retrain.io.atomic import write_json_atomic
 from retrain.io.layout import TRAINER_STATE
+
+if TYPE_CHECKING:
+    from retrain.rollout.group import FillReport
 
 STATE_FILE = TRAINER_STATE
 
@@ -97,6 +100,28 @@ class RewardWindow(msgspec.Struct, kw_only=True):
         return sum(self.first) / len(self.first) if self.first and self.steps <= self.size else None
 
 
+class DynamicSamplingTotals(msgspec.Struct, kw_only=True):
+    """Dynamic sampling over the RL steps done (retrain.training.dapo.dynamic), for the
+    end-of-run summary; kept in the state so a resumed run's summary covers the whole run."""
+
+    groups: int = 0
+    dropped: int = 0
+    surplus: int = 0
+    extra_rounds: int = 0
+    short_steps: int = 0  # steps whose batch was still short after the last round
+
+    def add(self, fill: FillReport) -> None:
+        self.groups += fill.sampled
+        self.dropped += fill.dropped
+        self.surplus += fill.surplus
+        self.extra_rounds += fill.rounds
+        self.short_steps += int(fill.short)
+
+    def summary(self) -> dict[str, int]:
+        return {"groups": self.groups, "dropped": self.dropped, "surplus": self.surplus,
+                "extra_rounds": self.extra_rounds, "short_steps": self.short_steps}
+
+
 class SftSchedule(msgspec.Struct, kw_only=True):
     """What fixes a standalone SFT run's batches (retrain.training.sft.order), recorded at its
     first start; `seed` is drawn then when `[training] seed` is -1."""
@@ -124,6 +149,7 @@ class TrainerState(msgspec.Struct, kw_only=True):
     backpressure: BackpressureState = msgspec.field(default_factory=NoopBackpressureState)
     environment: dict[str, Any] = msgspec.field(default_factory=dict)  # the environment's own (TL-GRPO baseline)
     rewards: RewardWindow = msgspec.field(default_factory=RewardWindow)
+    dynamic_sampling: DynamicSamplingTotals = msgspec.field(default_factory=DynamicSamplingTotals)
     wall_time_s: float = 0.0
     sft_schedule: SftSchedule | None = None
     sft_losses: RewardWindow = msgspec.field(default_factory=RewardWindow)  # trainer = sft: first/last losses

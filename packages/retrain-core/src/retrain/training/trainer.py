@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,16 +21,18 @@ from retrain.backends.catalog import BackendCapabilities
 from retrain.backends.create import capabilities, create_backend, require_runnable
 from retrain.backends.protocol import TrainBackend
 from retrain.config.schema import TrainConfig
+from retrain.config.sft_loss import effective_sft_loss
 from retrain.data.source import load_examples
 from retrain.errors import UserError
 from retrain.evaluation.evaluate import Problem, encode_problems, evaluate
 from retrain.evaluation.problems import load_problems
 from retrain.evaluation.settings import EvalPlan
 from retrain.io.layout import FINAL, checkpoint_name
-from retrain.plugins.resolve import is_dotted
+from retrain.process.world import World, current_world
 from retrain.training import faults
 from retrain.training.backpressure import adjust
 from retrain.training.console import PlainReporter, Reporter, eval_line
+from retrain.training.dapo.dynamic import DynamicSampling
 from retrain.training.flow import Flow, build_flow
 from retrain.training.follower import FollowerLog, SilentReporter
 from retrain.training.interrupt import RunInterrupted, StopRequest, resume_command
@@ -39,6 +41,7 @@ from retrain.training.meta import run_meta
 from retrain.training.preflight import trace
 from retrain.training.producer import RolloutProducer
 from retrain.training.prompts import PromptCursor
+from retrain.training.result import RunResult
 from retrain.training.resume import resume_contract
 from retrain.training.reward_faults import RewardFaults
 from retrain.training.rollouts import advantages, train_on
@@ -54,20 +57,11 @@ from retrain.training.telemetry import (
     step_row,
 )
 from retrain.training.wandb import create_wandb_sink
-from retrain.training.warmup import WarmupData, effective_sft_loss, warmup_batch_size, warmup_lr
-from retrain.training.world import World, current_world
+from retrain.training.warmup import WarmupData, warmup_batch_size, warmup_lr
 
 
 class FlowError(UserError, RuntimeError):
     """The preflight trace found the configured algorithm unusable on this backend."""
-
-
-@dataclass
-class RunResult:
-    log_dir: str
-    final_adapter: str
-    steps: int
-    summary: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -168,7 +162,7 @@ class Trainer:
                               encode=env.encode if env is not None else None)
         sizes = (state.current_batch_size or c.training.batch_size, state.current_group_size or c.training.group_size)
         producer = RolloutProducer(backend, flow, cursor, level=c.training.max_async_level,
-                                   max_steps=c.training.max_steps)
+                                   max_steps=c.training.max_steps, dynamic=DynamicSampling.of(c))
         cleanup.callback(producer.close)
         held_out = None
         if held_out_examples is not None:
@@ -197,6 +191,8 @@ class Trainer:
             summary.update({"window": n, "first_reward": first, "last_reward": last})
         elif window.mean() is not None:
             summary["mean_reward"] = window.mean()
+        if c.training.dynamic_sampling:
+            summary["dynamic_sampling"] = state.dynamic_sampling.summary()
         run.log.write_meta(run_meta(c, status="succeeded", config_path=self.config_path, policy_ref=final,
                                     last_row=run.log.last_row, world_size=self.world.size))
         self.reporter.finish(summary)
@@ -253,6 +249,8 @@ class Trainer:
                 out, train_s = train_on(run.backend, adv, t.lr, t.weight_decay)
                 captured = {}
             run.state.count(adv.correct, adv.total)
+            if rollouts.fill is not None:
+                run.state.dynamic_sampling.add(rollouts.fill)
             times = StepTimes(time.perf_counter() - t0, rollouts.sample_time_s, train_s)
             sizes, bp_metrics = adjust(run.flow.backpressure, self.config.backpressure.enabled, run.sizes,
                                        sequence_tokens(rollouts), times.step_s, skipped=out is None)
@@ -338,30 +336,6 @@ class Trainer:
                              hint=f"resume with: {resume_command(self.config.logging.log_dir)}")
 
 
-def train(config: TrainConfig, reporter: Reporter | None = None, *, config_path: str = "") -> RunResult:
-    """Run the trainer `[training] trainer` names."""
-    name = config.training.trainer
-    if name == "sft":
-        from retrain.training.sft.run import SftTrainer
-
-        return SftTrainer(config, reporter, config_path=config_path).run()  # type: ignore[no-any-return]
-    if name == "ttt_discover":
-        from retrain.training.discover import DiscoverTrainer
-
-        return DiscoverTrainer(config, reporter, config_path=config_path).run()
-    if name == "optimizer_replay":
-        from retrain.training.runner.optimizer_replay import replay
-
-        final, report = replay(config, config_path=config_path)
-        return RunResult(config.logging.log_dir, final, 1, report)
-    if name == "command":
-        from retrain.training.runner.command import run_command
-
-        adapter, command = run_command(config, config_path=config_path)
-        return RunResult(config.logging.log_dir, adapter, 0, {"command": command})
-    if is_dotted(name):
-        from retrain.training.runner.plugin import run_plugin
-
-        result = run_plugin(config, config_path=config_path)
-        return RunResult(config.logging.log_dir, result if isinstance(result, str) else "", 0, {"result": result})
+def run_rl(config: TrainConfig, reporter: Reporter | None = None, *, config_path: str = "") -> RunResult:
+    """`[training] trainer = "retrain"`: the RL loop."""
     return Trainer(config, reporter, config_path=config_path).run()

@@ -49,13 +49,13 @@ from retrain.backends.options import expandable_mode
 from retrain.backends.seeds import request_seeds
 from retrain.backends.tokenizer import HFTokenizer
 from retrain.config.schema import TrainConfig
+from retrain.config.sft_loss import effective_sft_loss
 from retrain.errors import UserError
 from retrain.inference_engine.pytorch.sample import SampleStats, engine_metrics, generate
 from retrain.models.load import ModelSpec, load_model, load_tokenizer
 from retrain.models.tiny import is_tiny
 from retrain.process.cpus import cpu_threads
-from retrain.training.warmup import effective_sft_loss
-from retrain.training.world import current_world
+from retrain.process.world import current_world
 from retrain.types import Completion, Datum, SamplingParams, TrainOutput
 
 
@@ -155,9 +155,11 @@ class LocalBackend:
         self.sample_generator = torch.Generator(device=self.device).manual_seed(self._rank_seed(self.seed + 1))
         self.select_generator = torch.Generator().manual_seed(self.seed + 2)
         self.loss_config = PolicyLossConfig(
-            mode=t.policy_loss_mode, clip_eps=t.clip_eps, clip_eps_high=t.clip_eps_high, clip_ratio_c=t.clip_ratio_c,
-            kl_cov_percent=t.kl_cov_percent, kl_cov_coef=t.kl_cov_coef, clip_cov_ratio=t.clip_cov_ratio,
-            clip_cov_min=t.clip_cov_min, clip_cov_max=t.clip_cov_max)
+            mode=t.policy_loss_mode, level=t.importance_sampling_level, clip_eps=t.clip_eps,
+            clip_eps_high=t.clip_eps_high, clip_ratio_c=t.clip_ratio_c, kl_cov_percent=t.kl_cov_percent,
+            kl_cov_coef=t.kl_cov_coef, clip_cov_ratio=t.clip_cov_ratio, clip_cov_min=t.clip_cov_min,
+            clip_cov_max=t.clip_cov_max, sapo_temperature_pos=t.sapo_temperature_pos,
+            sapo_temperature_neg=t.sapo_temperature_neg)
         self.loss_aggregation = t.loss_aggregation
         self.max_tokens = t.max_tokens
         self.temperature = t.temperature if t.temperature > 0 else 1.0
@@ -179,7 +181,7 @@ class LocalBackend:
         self.sample_stats = SampleStats()
         self.train_time_s = 0.0
         self.mismatch = Mismatch(config.inference.importance_sampling_correction,
-                                 config.inference.importance_sampling_cap)
+                                 config.inference.importance_sampling_cap, config.inference.importance_sampling_mode)
         self.server: ServerLink | None = None
         self.stale = False  # the server samples from older weights than the trained ones
         if on_server:
@@ -343,7 +345,8 @@ class LocalBackend:
         if self.loss_config.needs_selection:
             with torch.no_grad():
                 new_all = torch.cat([self._new_logprobs(mb).float() for mb in micro_batches(batch, self.microbatch)])
-            anchor_all, _ = Mismatch(self.mismatch.correction).anchor(new_all, batch.old_logprobs[batch.action])
+            anchor_all, _ = self.mismatch.fresh().anchor(new_all, batch.old_logprobs[batch.action],
+                                                         batch.action.nonzero()[:, 0])
             selected = select_tokens(self.loss_config, new_all, anchor_all,
                                      batch.advantages[batch.action], self.select_generator)
         loss_sum, clip, cov, kl, echo_sum = 0.0, 0.0, 0.0, 0.0, 0.0
@@ -362,13 +365,16 @@ class LocalBackend:
                 if n:
                     sel = selected[offset:offset + n] if selected is not None else None
                     offset += n
-                    anchor, is_weight = self.mismatch.anchor(new, mb.old_logprobs[mb.action])
-                    res = policy_loss(self.loss_config, new, anchor, mb.advantages[mb.action], sel)
+                    rows = mb.action.nonzero()[:, 0]  # [n] each action token's row
+                    anchor, is_weight = self.mismatch.anchor(new, mb.old_logprobs[mb.action], rows, record=real)
+                    res = policy_loss(self.loss_config, new, anchor, mb.advantages[mb.action], sel, rows)
                     per_token = res.per_token if is_weight is None else res.per_token * is_weight
                     if self.reference is not None:
                         ref = self.reference.logprobs(self.model, lambda m, mb=mb: self._new_logprobs(mb, model=m))  # type: ignore[misc]
                         penalty = kl_penalty(self.kl_estimator, new, ref)
-                        per_token = per_token + self.kl_coef * penalty * (new - anchor.to(new.dtype)).exp()
+                        # weighted by the policy ratio (the sequence's at sequence level), as TRL's
+                        # use_bias_correction_kl does
+                        per_token = per_token + self.kl_coef * penalty * res.ratio
                         if real:
                             ref_kl_sum += float(penalty.detach().sum())
                             ref_kl_max = max(ref_kl_max, float(penalty.detach().max()))
@@ -387,7 +393,7 @@ class LocalBackend:
         metrics: dict[str, float | int | str] = dict(self.mismatch.metrics())
         if echo_tokens:
             metrics.update({"echo/loss": echo_sum, "echo/tokens": echo_tokens})
-        self.mismatch = Mismatch(self.mismatch.correction, self.mismatch.cap)
+        self.mismatch = self.mismatch.fresh()
         denom = max(total, 1)
         metrics.update({"clip_fraction": clip / denom, "policy/cov_fraction": cov / denom, "policy/abs_kl": kl / denom})
         if self.reference is not None:

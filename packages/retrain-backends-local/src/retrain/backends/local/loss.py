@@ -9,11 +9,13 @@ once per update by `select_tokens` and passed in.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
-from retrain.config.schema import LOSS_AGGREGATIONS
+from retrain.backends.objective import clip_band
+from retrain.config.schema import LOSS_AGGREGATIONS, POLICY_LOSS_MODES, RATIO_LEVELS
 
 
 def token_weights(aggregation: str, action: torch.Tensor, max_tokens: int) -> torch.Tensor:
@@ -41,7 +43,8 @@ def token_weights(aggregation: str, action: torch.Tensor, max_tokens: int) -> to
 
 @dataclass(frozen=True)
 class PolicyLossConfig:
-    mode: str = "standard"  # standard | kl_cov | clip_cov
+    mode: str = "standard"  # one of POLICY_LOSS_MODES
+    level: str = "token"  # token | sequence: the ratio's level (GSPO at sequence level)
     clip_eps: float = 0.0
     clip_eps_high: float = 0.0
     clip_ratio_c: float = 0.0
@@ -50,16 +53,24 @@ class PolicyLossConfig:
     clip_cov_ratio: float = 0.0002
     clip_cov_min: float = 1.0
     clip_cov_max: float = 5.0
+    sapo_temperature_pos: float = 1.0
+    sapo_temperature_neg: float = 1.05
+
+    def __post_init__(self) -> None:
+        if self.mode not in POLICY_LOSS_MODES:
+            raise ValueError(f"unknown policy_loss_mode {self.mode!r} (one of {', '.join(POLICY_LOSS_MODES)})")
+        if self.level not in RATIO_LEVELS:
+            raise ValueError(f"unknown importance_sampling_level {self.level!r} (one of {', '.join(RATIO_LEVELS)})")
+        if self.level == "sequence" and self.needs_selection:
+            raise ValueError(f"policy_loss_mode {self.mode!r} takes token-level ratios only")
 
     @property
     def needs_selection(self) -> bool:
         return self.mode in ("kl_cov", "clip_cov")
 
     def band(self) -> tuple[float, float]:
-        """(1 - eps_low, 1 + eps_high) of the ratio clip for the current mode."""
-        lo = self.clip_eps if self.clip_eps > 0 else (1.0 if self.mode == "clip_cov" else 0.0)
-        hi = self.clip_eps_high if self.clip_eps_high > 0 else lo
-        return 1.0 - lo, 1.0 + hi
+        """(lo, hi) of the ratio clip for the current mode; (0, inf) when it does not clip."""
+        return clip_band(self.mode, self.clip_eps, self.clip_eps_high) or (0.0, math.inf)
 
 
 def _clipped_pg(ratio: torch.Tensor, adv: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
@@ -68,6 +79,21 @@ def _clipped_pg(ratio: torch.Tensor, adv: torch.Tensor, lo: float, hi: float) ->
 
 def _covariance(new_lp: torch.Tensor, adv: torch.Tensor) -> torch.Tensor:
     return (adv - adv.mean()) * (new_lp - new_lp.mean())
+
+
+def per_sequence(values: torch.Tensor, rows: torch.Tensor, reduce: str) -> torch.Tensor:
+    """[N] -> [N]: each token's value replaced by the sum (`reduce = "sum"`) or the mean
+    (`"mean"`) of its sequence's values, with gradient to every token of the sequence.
+    `rows` [N] is each token's row (sequence) index."""
+    if values.numel() == 0:
+        return values
+    count = int(rows.max()) + 1
+    total = values.new_zeros(count).index_add(0, rows, values)
+    if reduce == "mean":
+        total = total / torch.bincount(rows, minlength=count).clamp_min(1).to(values.dtype)
+    elif reduce != "sum":
+        raise ValueError(f"unknown reduction {reduce!r}")
+    return total[rows]
 
 
 def select_tokens(cfg: PolicyLossConfig, new_lp: torch.Tensor, old_lp: torch.Tensor, adv: torch.Tensor,
@@ -103,48 +129,68 @@ def select_tokens(cfg: PolicyLossConfig, new_lp: torch.Tensor, old_lp: torch.Ten
 @dataclass
 class PolicyLoss:
     per_token: torch.Tensor  # [N], with gradient
+    ratio: torch.Tensor  # [N], with gradient: each token's policy ratio (its sequence's at sequence level)
     clip_fraction: float
     cov_fraction: float
     abs_kl: float
 
 
 def policy_loss(cfg: PolicyLossConfig, new_lp: torch.Tensor, old_lp: torch.Tensor, adv: torch.Tensor,
-                selected: torch.Tensor | None = None) -> PolicyLoss:
-    """Per-token policy loss for action tokens (spec algorithms.md §9.1 and its worked examples).
+                selected: torch.Tensor | None = None, rows: torch.Tensor | None = None) -> PolicyLoss:
+    """Per-token policy loss for action tokens (spec algorithms.md §9.1 and its worked examples;
+    docs/advantages.md, "Policy losses").
 
-    Dual clip (`clip_ratio_c > 0`) caps the loss of negative-advantage tokens at -A * c; the
-    reference applied it on Tinker only, we apply it wherever it is configured.
+    The ratio r is exp(new - old) per token, or at sequence level each sequence's
+    exp(mean over its tokens of new - old) given to all of its tokens (`rows` [N], each token's
+    sequence), with gradient through every token of the sequence: GSPO, TRL's
+    `importance_sampling_level = "sequence"`. With (lo, hi) the mode's clip band:
+
+    standard  -min(r A, clip(r, lo, hi) A) with clip_eps > 0, else -r A
+    cispo     -sg(clip(r, lo, hi)) A log p  (MiniMax-M1; TRL's loss_type "cispo")
+    sapo      -(4 / tau) sigmoid(tau (r - 1)) A, tau = sapo_temperature_pos when A > 0, else
+              sapo_temperature_neg (TRL's loss_type "sapo")
+
+    kl_cov and clip_cov are the spec's (token level only). Dual clip (`clip_ratio_c > 0`) caps
+    the loss of negative-advantage tokens of the ratio losses (standard, kl_cov, clip_cov) at
+    -A * c; the reference applied it on Tinker only, we apply it wherever it is configured.
+    `clip_fraction` is the share of tokens whose ratio lies outside the band (at sequence
+    level, the tokens of the sequences outside it).
     """
     old_lp, adv = old_lp.to(new_lp.dtype), adv.to(new_lp.dtype)
     delta = new_lp - old_lp
-    ratio = delta.exp()
     n = max(new_lp.numel(), 1)
     abs_kl = float(delta.detach().abs().sum()) / n
+    if cfg.level == "sequence":
+        if rows is None:
+            raise ValueError("sequence-level ratios need each token's row")
+        log_ratio = per_sequence(delta, rows, "mean")
+    else:
+        log_ratio = delta
+    ratio = log_ratio.exp()
     if selected is None:
         selected = torch.zeros_like(new_lp, dtype=torch.bool)
-    clip_fraction = cov_fraction = 0.0
+    lo, hi = cfg.band()
+    outside = (ratio.detach() < lo) | (ratio.detach() > hi)
+    clip_fraction = float(outside.sum()) / n
+    cov_fraction = 0.0
     if cfg.mode == "standard":
-        if cfg.clip_eps > 0:
-            lo, hi = cfg.band()
-            loss = _clipped_pg(ratio, adv, lo, hi)
-            outside = (ratio.detach() < lo) | (ratio.detach() > hi)
-            clip_fraction = float(outside.sum()) / n
-        else:
-            loss = -ratio * adv
+        loss = _clipped_pg(ratio, adv, lo, hi) if cfg.clip_eps > 0 else -ratio * adv
+    elif cfg.mode == "cispo":
+        loss = -ratio.detach().clamp(lo, hi) * adv * new_lp
+    elif cfg.mode == "sapo":
+        tau = torch.where(adv > 0, cfg.sapo_temperature_pos, cfg.sapo_temperature_neg).to(ratio.dtype)
+        loss = -torch.sigmoid(tau * (ratio - 1)) * (4 / tau) * adv
     elif cfg.mode == "kl_cov":
         loss = -ratio * adv + cfg.kl_cov_coef * delta.abs() * selected.to(delta.dtype)
         cov_fraction = float(selected.sum()) / n
-    elif cfg.mode == "clip_cov":
-        lo, hi = cfg.band()
+    else:  # clip_cov
         loss = _clipped_pg(ratio, adv, lo, hi)
         loss = torch.where(selected, loss.detach() * 0.0, loss)
         cov_fraction = clip_fraction = float(selected.sum()) / n
-    else:
-        raise ValueError(f"unknown policy_loss_mode {cfg.mode!r}")
-    if cfg.clip_ratio_c > 0:
+    if cfg.clip_ratio_c > 0 and cfg.mode in ("standard", "kl_cov", "clip_cov"):
         capped = torch.minimum(loss, -adv * cfg.clip_ratio_c)
         loss = torch.where(adv < 0, capped, loss)
-    return PolicyLoss(loss, clip_fraction, cov_fraction, abs_kl)
+    return PolicyLoss(loss, ratio, clip_fraction, cov_fraction, abs_kl)
 
 
 def sft_loss(kind: str, new_lp: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

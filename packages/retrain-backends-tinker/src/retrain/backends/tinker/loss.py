@@ -5,6 +5,7 @@ Tinker's losses are sums over every position of every datum of one `forward_back
 
     importance_sampling   L = -sum_t r_t A_t
     ppo                   L = -sum_t min(r_t A_t, clip(r_t, lo, hi) A_t)
+    cispo                 L = -sum_t sg(clip(r_t, lo, hi)) A_t logprob_t
     cross_entropy         L = -sum_t w_t logprob_t
 
 retrain's loss is instead L = sum_t w_t l_t(A_t) over the sampled tokens (the datums' loss
@@ -28,9 +29,24 @@ from typing import Any
 
 import numpy as np
 
+from retrain.backends.objective import clip_band
 from retrain.types import Datum
 
 AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "constant")
+
+
+def service_loss(mode: str, clip_eps: float, clip_eps_high: float) -> tuple[str, dict[str, float] | None]:
+    """The service's loss for `[training] policy_loss_mode` and its thresholds: ppo for a
+    clipped standard loss, cispo, else importance_sampling; the band is the local backend's
+    (retrain.backends.objective). Other modes are refused when the config loads (the catalog's
+    capabilities)."""
+    band = clip_band(mode, clip_eps, clip_eps_high)
+    if mode not in ("standard", "cispo"):
+        raise ValueError(f"policy_loss_mode {mode!r} has no Tinker loss")
+    if band is None:
+        return "importance_sampling", None
+    config = {"clip_low_threshold": band[0], "clip_high_threshold": band[1]}
+    return ("ppo" if mode == "standard" else "cispo"), config
 
 
 def action_masks(datums: Sequence[Datum]) -> list[np.ndarray]:
@@ -147,6 +163,11 @@ def evaluate(loss_fn: str, datums: Sequence[TinkerDatum], logprobs: Sequence[np.
             # the clipped branch is the smaller one (and flat) exactly when it moved
             active = unclipped <= bounded
             grads.append(np.where(active, -ratio * adv, 0.0))
+            clipped += int((((ratio < lo) | (ratio > hi)) & d.mask).sum())
+        elif loss_fn == "cispo":
+            weight = np.clip(ratio, lo, hi)  # a constant of the gradient (stop-gradient)
+            loss += float(-(weight * adv * lp).sum())
+            grads.append(-weight * adv)
             clipped += int((((ratio < lo) | (ratio > hi)) & d.mask).sum())
         else:
             raise ValueError(f"unknown Tinker loss {loss_fn!r}")

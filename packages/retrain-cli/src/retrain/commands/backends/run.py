@@ -11,8 +11,7 @@ from retrain.backends.protocol import BACKEND_CONTRACT
 from retrain.config.validate.built import option_built
 from retrain.environments import catalog as environments
 from retrain.environments.protocol import ENVIRONMENT_CONTRACT
-from retrain.registry.contract import supported_text, text
-from retrain.registry.health import distribution_version
+from retrain.registry.contract import distribution_version, supported_text, text
 
 INDENT = " " * 12
 

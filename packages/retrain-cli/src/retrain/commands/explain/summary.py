@@ -10,11 +10,11 @@ from retrain.backends import catalog
 from retrain.commands.machine import machine_warnings
 from retrain.config.load import LoadedConfig
 from retrain.config.schema import SqueezeConfig, TrainConfig
+from retrain.config.sft_loss import effective_sft_loss
 from retrain.config.snapshot import sanitize
 from retrain.io import layout
 from retrain.registry.health import dependency_warnings
 from retrain.training.resume import resume_contract
-from retrain.training.warmup import effective_sft_loss
 
 
 def condition_of(config: TrainConfig) -> str:
@@ -71,6 +71,7 @@ def single_summary(loaded: LoadedConfig) -> dict[str, Any]:
         "transform_mode": c.algorithm.transform_mode,
         "uncertainty_kind": c.algorithm.uncertainty_kind,
         "policy_loss_mode": t.policy_loss_mode,
+        "importance_sampling_level": t.importance_sampling_level,
         "max_steps": t.max_steps,
         "batch_size": t.batch_size,
         "group_size": t.group_size,

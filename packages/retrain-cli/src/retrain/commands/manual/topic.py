@@ -15,6 +15,8 @@ ALIASES = {
     "environments": "environment",
     "campaigns": "campaign",
     "advantage": "advantages",
+    "algorithms": "advantages",
+    "objectives": "advantages",
     "exit": "exit-status",
     "flags": "options",
     "config": "configuration",

@@ -2,9 +2,10 @@
 
 `validate(config)` returns the normalised config (canonical uncertainty kind, backend options
 filled with defaults), the errors and the warnings. Passes: built (keys, values and options
-that nothing reads yet are refused), bounds (single fields and cross-field rules), evaluation
-(`[eval]`), discover (`trainer = "ttt_discover"`), modes (algorithm selectors), runtime (backend,
-environment, devices), plugins (dotted paths import); then the warnings: keys of a feature the
+that nothing reads yet are refused), bounds (single fields and cross-field rules), ratio (a
+truncating sampler with a loss that reads the policy ratio), evaluation (`[eval]`), discover
+(`trainer = "ttt_discover"`), modes (algorithm selectors), runtime (backend, environment,
+devices), plugins (dotted paths import); then the warnings: keys of a feature the
 config leaves off (inert) and settings that are legal but probably unmeant (warn).
 """
 
@@ -19,6 +20,7 @@ from retrain.config.validate.evaluation import check_eval
 from retrain.config.validate.inert import inert_warnings
 from retrain.config.validate.mode import check_modes
 from retrain.config.validate.plugins import check_plugins
+from retrain.config.validate.ratio import check_ratio
 from retrain.config.validate.runtime import check_runtime
 from retrain.config.validate.warn import collect_warnings
 
@@ -29,6 +31,7 @@ def validate(
     refusals = check_built(config)
     errors: list[ConfigIssue] = []
     errors += check_bounds(config)
+    errors += check_ratio(config)
     errors += check_eval(config)
     errors += check_discover(config)
     config, mode_issues = check_modes(config)

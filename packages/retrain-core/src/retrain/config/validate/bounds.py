@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import string
 
+from retrain.backends.objective import clip_band
 from retrain.config.errors import ConfigIssue
 from retrain.config.fields import all_fields, by_flat, get_value, parse_devices
 from retrain.config.schema import TrainConfig
@@ -41,11 +42,16 @@ def check_bounds(c: TrainConfig) -> list[ConfigIssue]:
             issues.append(ConfigIssue(f"{value!r} {problem}", key=spec.label, hint=hint))
 
     t, e = c.training, c.echo
-    if t.clip_eps_high > 0 and t.clip_eps <= 0:
+    # cispo reads clip_eps = 0 as "no lower bound" (retrain.backends.objective)
+    if t.clip_eps_high > 0 and t.clip_eps <= 0 and t.policy_loss_mode != "cispo":
         err("clip_eps_high", "needs clip_eps > 0", "clip_eps = 0.2")
-    if t.policy_loss_mode != "standard" and c.backend.backend not in ("local", "unsloth"):
-        err("policy_loss_mode", f"{t.policy_loss_mode!r} needs backend = local or unsloth "
-            f"(got {c.backend.backend!r})", 'policy_loss_mode = "standard"')
+    if t.policy_loss_mode == "cispo" and clip_band("cispo", t.clip_eps, t.clip_eps_high) is None:
+        err("policy_loss_mode", "'cispo' clips its importance weight at 1 + clip_eps_high (and at 1 - clip_eps "
+            "from below), and both are 0", "clip_eps_high = 4.0 (a cap of 5, TRL's epsilon_high for cispo)")
+    if t.importance_sampling_level == "sequence" and t.policy_loss_mode in ("kl_cov", "clip_cov"):
+        err("importance_sampling_level", f"'sequence' with policy_loss_mode = {t.policy_loss_mode!r} is "
+            f"{NOT_BUILT_TEXT} (it picks tokens by their own ratio); sequence ratios work with standard, "
+            "cispo and sapo", 'importance_sampling_level = "token"')
     if t.clip_cov_min >= t.clip_cov_max:
         err("clip_cov_min", f"{t.clip_cov_min} must be < clip_cov_max ({t.clip_cov_max})")
     for flat in ("sft_data_sha256", "sft_audit_sha256", "sft_token_audit_sha256",
@@ -118,6 +124,38 @@ def check_bounds(c: TrainConfig) -> list[ConfigIssue]:
         err("bp_min_batch_size", f"{bp.min_batch_size} must be <= max_batch_size ({bp.max_batch_size})")
     issues += _inference(c)
     issues += _optimizer_batch(c)
+    issues += _dapo(c)
+    return issues
+
+
+#: DAPO's keys (retrain.training.dapo): read by the RL loop, and but for dynamic sampling
+#: by TTT-Discover's; a command or plugin trainer receives them with the rest of the config
+DAPO_KEYS = ("dynamic_sampling", "dynamic_sampling_max_rounds", "overlong_buffer", "overlong_penalty_factor",
+             "mask_truncated_completions")
+
+
+def _dapo(c: TrainConfig) -> list[ConfigIssue]:
+    t = c.training
+    issues: list[ConfigIssue] = []
+    if t.trainer == "sft":
+        defaults = type(t)()
+        for key in DAPO_KEYS:
+            if getattr(t, key) != getattr(defaults, key):
+                issues.append(ConfigIssue(f"is read by the RL trainers, not trainer = {t.trainer!r}", key=lab(key),
+                                          hint="remove it"))
+        return issues
+    if t.overlong_buffer > t.max_tokens:
+        issues.append(ConfigIssue(f"{t.overlong_buffer} must be <= max_tokens ({t.max_tokens}): the penalty starts "
+                                  "at max_tokens - overlong_buffer tokens", key=lab("overlong_buffer"),
+                                  hint=f"overlong_buffer = {max(t.max_tokens // 4, 1)}"))
+    if t.overlong_buffer and c.environment.provider == "openenv":
+        issues.append(ConfigIssue(f"the overlong penalty of multi-turn episodes is {NOT_BUILT_TEXT} (OpenEnv episodes "
+                                  "are multi-turn; max_tokens bounds each turn, not the episode)",
+                                  key=lab("overlong_buffer"), hint="overlong_buffer = 0"))
+    if t.dynamic_sampling and t.tl_grpo:
+        issues.append(ConfigIssue("cannot run with TL-GRPO: a TL-GRPO group trains on its turn-level advantages "
+                                  "whatever its rewards, so a tied group is not empty of signal",
+                                  key=lab("dynamic_sampling"), hint="dynamic_sampling = false, or tl_grpo = false"))
     return issues
 
 

@@ -27,6 +27,10 @@ def check_discover(c: TrainConfig) -> list[ConfigIssue]:
     if c.backpressure.enabled:
         issues.append(ConfigIssue("TTT-Discover keeps batch_size start states per step",
                                   key="[backpressure] enabled", hint="enabled = false"))
+    if c.training.dynamic_sampling:
+        issues.append(ConfigIssue("TTT-Discover samples each step's start states from the archive, not from a "
+                                  "data cursor more prompts could come from", key="[training] dynamic_sampling",
+                                  hint="dynamic_sampling = false"))
     for name, (integer, low) in DISCOVER_PARAMS.items():
         if name in c.algorithm.params and not _number(c.algorithm.params[name], integer, low):
             kind = "an integer" if integer else "a number"

@@ -84,6 +84,16 @@ CUDA_ONLY_OPTIONS: dict[str, dict[str, str]] = {
     },
 }
 
+#: policy_loss_mode values that clip the ratio with clip_eps / clip_eps_high (retrain.backends.objective)
+CLIPPING_LOSSES = ("standard", "clip_cov", "cispo")
+#: policy_loss_mode values whose loss clip_ratio_c caps for negative advantages (a ratio times -A)
+DUAL_CLIP_LOSSES = ("standard", "kl_cov", "clip_cov")
+
+
+def _loss_off(c: TrainConfig) -> str:
+    return f"policy_loss_mode = {c.training.policy_loss_mode!r}"
+
+
 _SERVER_ENGINES = '[inference] engine = "vllm", "sglang" or "openai"'
 _EVAL_SWITCH = "[eval] every = N, before_train = true or at_end = true"
 
@@ -114,8 +124,13 @@ INERT: tuple[Inert, ...] = (
           '[algorithm] transform_mode = "gtpo_sepa" (or another SEPA transform)'),
     Inert(("inference.url", "inference.concurrency", "inference.timeout_s", "inference.retries"),
           lambda c: c.inference.engine != "pytorch", _said('engine = "pytorch" samples in-process'), _SERVER_ENGINES),
-    Inert(("inference.importance_sampling_cap",), lambda c: c.inference.importance_sampling_correction,
+    Inert(("inference.importance_sampling_cap", "inference.importance_sampling_mode"),
+          lambda c: c.inference.importance_sampling_correction,
           _said("importance_sampling_correction is off"), "[inference] importance_sampling_correction = true"),
+    Inert(("training.dynamic_sampling_max_rounds",), lambda c: c.training.dynamic_sampling,
+          _said("dynamic sampling is off"), "[training] dynamic_sampling = true"),
+    Inert(("training.overlong_penalty_factor",), lambda c: c.training.overlong_buffer > 0,
+          _said("the overlong penalty is off (overlong_buffer = 0)"), "[training] overlong_buffer > 0"),
     Inert(("training.kl_estimator",), lambda c: c.training.kl_coef > 0, _said("the KL penalty is off (kl_coef = 0)"),
           "[training] kl_coef > 0"),
     Inert(("training.kl_cov_percent", "training.kl_cov_coef"), lambda c: c.training.policy_loss_mode == "kl_cov",
@@ -123,6 +138,14 @@ INERT: tuple[Inert, ...] = (
     Inert(("training.clip_cov_ratio", "training.clip_cov_min", "training.clip_cov_max"),
           lambda c: c.training.policy_loss_mode == "clip_cov",
           lambda c: f"policy_loss_mode = {c.training.policy_loss_mode!r}", '[training] policy_loss_mode = "clip_cov"'),
+    Inert(("training.sapo_temperature_pos", "training.sapo_temperature_neg"),
+          lambda c: c.training.policy_loss_mode == "sapo", _loss_off, '[training] policy_loss_mode = "sapo"'),
+    Inert(("training.clip_eps", "training.clip_eps_high"), lambda c: c.training.policy_loss_mode in CLIPPING_LOSSES,
+          lambda c: f"policy_loss_mode = {c.training.policy_loss_mode!r} does not clip the ratio",
+          '[training] policy_loss_mode = "standard", "clip_cov" or "cispo"'),
+    Inert(("training.clip_ratio_c",), lambda c: c.training.policy_loss_mode in DUAL_CLIP_LOSSES,
+          lambda c: f"policy_loss_mode = {c.training.policy_loss_mode!r} has no dual clip",
+          '[training] policy_loss_mode = "standard", "kl_cov" or "clip_cov"'),
     Inert(("echo.weight", "echo.loss_fn", "echo.target_retention", "echo.max_tokens_per_step", "echo.max_token_ratio",
            "echo.entropy_floor"), lambda c: c.echo.enabled, _said("ECHO is off"), "[echo] enabled = true"),
     Inert(("training.tl_grpo_branch_mode", "training.tl_grpo_branch_size", "training.tl_grpo_lookahead_steps",

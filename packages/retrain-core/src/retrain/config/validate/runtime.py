@@ -108,6 +108,16 @@ def check_runtime(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
                 f"{aggregation!r} is not built yet for backend {b.backend!r} (it computes "
                 f"{', '.join(entry.definition.capabilities.loss_aggregations)})",
                 key="[training] loss_aggregation", hint='loss_aggregation = "token_mean" or backend = "local"'))
+        caps = entry.definition.capabilities
+        if (mode := c.training.policy_loss_mode) not in caps.policy_losses:
+            issues.append(ConfigIssue(
+                f"{mode!r} is not built yet for backend {b.backend!r} (it computes {', '.join(caps.policy_losses)})",
+                key="[training] policy_loss_mode", hint='policy_loss_mode = "standard", or backend = "local"'))
+        if (level := c.training.importance_sampling_level) not in caps.ratio_levels:
+            issues.append(ConfigIssue(
+                f"{level!r} ratios are not built yet for backend {b.backend!r} (it computes "
+                f"{', '.join(caps.ratio_levels)} ratios)", key="[training] importance_sampling_level",
+                hint='importance_sampling_level = "token", or backend = "local"'))
         if c.training.kl_coef > 0 and not entry.definition.capabilities.reference_kl:
             issues.append(ConfigIssue(
                 f"the KL penalty to the reference policy is not available on backend {b.backend!r} (it cannot "
