@@ -205,6 +205,17 @@ def test_seeded_sampling_leaves_the_training_stream_and_counters(tiny_config) ->
     assert [c.token_ids for c in other[0]] != [c.token_ids for c in first[0]]
 
 
+def test_a_new_backend_counts_only_its_own_kernel_calls(tiny_config) -> None:  # type: ignore[no-untyped-def]
+    """The kernel record is process-wide: calls left over from an earlier run in the same
+    process (a campaign, a test session) must not show up in the next run's first row."""
+    from retrain.kernels.accelerators import kernel_metrics, record
+
+    for _ in range(5):
+        record("lora", "peft")
+    LocalBackend(tiny_config())
+    assert kernel_metrics()["kernels/lora_path"] == "none"
+
+
 def test_load_adapter_restores_the_trained_policy(tiny_config, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     a = LocalBackend(tiny_config())
     a.train_step(rl_datums(a), 5e-2, 0.0)

@@ -21,6 +21,7 @@ _EXPORTS = {
     "set_kernel_mode": "accelerators",
     "kernel_mode": "accelerators",
     "kernel_metrics": "accelerators",
+    "reset_kernel_metrics": "accelerators",
     "unrecorded": "accelerators",
 }
 
@@ -34,6 +35,7 @@ __all__ = [
     "patch_peft_lora",
     "reference_lora_linear",
     "reference_selected_logprobs",
+    "reset_kernel_metrics",
     "selected_logprobs",
     "set_kernel_mode",
     "unpatch_peft_lora",
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from retrain.kernels.accelerators import (
         kernel_metrics,
         kernel_mode,
+        reset_kernel_metrics,
         set_kernel_mode,
         unrecorded,
     )

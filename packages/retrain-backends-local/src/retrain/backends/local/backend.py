@@ -125,9 +125,15 @@ class LocalBackend:
             model = self._apply_lora(model, config)
             if opts.get("lora_freeze_a", False):
                 self.frozen_lora_a = freeze_lora_a(model)
-        from retrain.kernels import detach_lora_input, patch_peft_lora, set_kernel_mode
+        from retrain.kernels import (
+            detach_lora_input,
+            patch_peft_lora,
+            reset_kernel_metrics,
+            set_kernel_mode,
+        )
 
         set_kernel_mode(str(opts.get("kernels", "auto")))
+        reset_kernel_metrics()  # the record is process-wide: a run's first row counts only its own calls
         self.model = self._place(model)
         self.fused_lora_layers = patch_peft_lora(self.model) if self.lora and self.patch_lora_kernels else 0
         self.detached_lora_layers = detach_lora_input(self.model) if self.lora and opts.get("lora_detach_input") else 0
