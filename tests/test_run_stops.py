@@ -41,9 +41,10 @@ def score(response, reference):
 '''
 
 
-def config_for(root: Path, module: str, source: str, name: str = "run", **training: object) -> Any:
+def config_for(root: Path, module: str, source: str, name: str = "run",
+               tables: dict[str, dict[str, object]] | None = None, **training: object) -> Any:
     (root / f"{module}.py").write_text(source)
-    cfg = write_tiny_run(root, name, training={"max_steps": 4, **training})
+    cfg = write_tiny_run(root, name, training={"max_steps": 4, **training}, tables=tables)
     cfg.write_text(cfg.read_text().replace('custom_module = "toy_reward"', f'custom_module = "{module}"'))
     sys.modules.pop(module, None)
     importlib.invalidate_caches()
@@ -79,6 +80,21 @@ def test_a_reward_that_always_fails_stops_at_its_budget_loudly_and_saved(in_root
     assert "division by zero" in meta["error_message"]
     state = json.loads((logs / "trainer_state.json").read_text())
     assert state["step"] == 2 and (in_root / "run" / "adapters" / "checkpoint_step_3").is_dir()
+
+
+def test_evaluation_shows_a_failing_reward_before_the_first_step(in_root: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAIL_ALWAYS", "1")
+    config = config_for(in_root, "failing_in_eval", FAILING, max_steps=1,
+                        tables={"eval": {"before_train": True, "at_end": False, "k": 2}})
+    messages = Messages()
+    train(config, messages)
+    first_eval = next(m for m in messages.lines if m.startswith("eval after 0 RL steps"))
+    assert first_eval.endswith("reward_errors=32/32")  # 16 held-out problems x 2 samples
+    firsts = [m for m in messages.lines if m.startswith("reward failed (first of its kind")]
+    assert len(firsts) == 1 and firsts[0].startswith("reward failed (first of its kind, eval after 0 RL steps)")
+    (row,) = read_jsonl(in_root / "run" / "logs" / "eval.jsonl")
+    assert row["eval/reward_errors"] == 32
 
 
 def test_occasional_failures_are_printed_once_per_kind_and_the_run_goes_on(in_root: Path,

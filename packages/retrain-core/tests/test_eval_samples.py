@@ -1,6 +1,8 @@
 """Evaluation from n >= k samples per problem: pass@1 = c/n and pass@k by the unbiased
 estimator over all n samples, maj@k averaged over disjoint blocks of k; `[eval] n` defaults
-to k, is checked against k, and resolves into the plan."""
+to k, is checked against k, and resolves into the plan. A reward that cannot score is as
+loud in evaluation as in training: the row counts the failed samples (they scored 0), the
+evaluation hands back the first fault of each kind, the console line shows the count."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from retrain.evaluation.row import EvalRow
 from retrain.evaluation.settings import EvalPlan
 from retrain.rewards.boxed import MatchReward
 from retrain.rewards.create import RewardScorer
+from retrain.training.console import eval_line
 from retrain.types import Completion, Example, SamplingParams
 
 
@@ -110,3 +113,33 @@ def test_eval_n_below_k_is_a_config_error_naming_it(tmp_path: Path) -> None:
         load_config(config(tmp_path, "[eval]\nk = 4\nn = 2\n"))
     [issue] = info.value.issues
     assert issue.key == "[eval] n" and "n must be >= k" in issue.render()
+
+class TypoReward:
+    """Scores "\\boxed{2}" and raises on everything else (int + str)."""
+
+    def score(self, response: str, reference: str) -> float:
+        if response == r"\boxed{2}":
+            return 1.0
+        return float(int(reference) + "1")  # type: ignore[operator]
+
+
+def test_failed_samples_are_counted_and_their_fault_handed_back() -> None:
+    sampler = ScriptedSampler(SCRIPT)
+    result = evaluate(sampler, encode_problems(PROBLEMS, sampler.tokenizer),
+                      RewardScorer("typo", TypoReward(), mode="inline"), 2, n=4, params=PARAMS)
+    row = result.row
+    assert row.reward_errors == 12 - 3  # three samples of "1+1=" score, nine raise
+    assert [f.kind.split(" ")[0] for f in result.faults] == ["TypeError"]
+    assert "int" in result.faults[0].line() and "str" in result.faults[0].line()
+    assert row.pass_at_1 == (3 / 4) / 3
+    d = row.to_dict()
+    assert d["eval/reward_errors"] == 9 and EvalRow.from_dict(d) == row
+    assert eval_line(d).endswith("reward_errors=9/12")
+
+
+def test_a_clean_evaluation_writes_and_prints_no_count() -> None:
+    row = EvalRow(step=2, k=1, examples=3, mean_reward=0.5, pass_at_1=0.5, pass_at_k=0.5, maj_at_k=None,
+                  mean_tokens=4.0, truncated_share=0.0, wall_s=0.1)
+    assert "eval/reward_errors" not in row.to_dict()
+    assert "reward_errors" not in eval_line(row.to_dict())
+    assert EvalRow.from_dict({"step": 1, "eval/k": 1, "eval/pass@1": 0.5}).reward_errors == 0  # type: ignore[union-attr]

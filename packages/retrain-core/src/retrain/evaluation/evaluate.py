@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import msgspec
@@ -23,6 +23,7 @@ from retrain.backends.protocol import Tokenizer
 from retrain.data.chat import encode_example
 from retrain.evaluation.estimators import majority_passes, pass_at_k
 from retrain.evaluation.row import EvalRow, ProblemResult
+from retrain.rewards.types import RewardFault
 from retrain.types import Completion, Example, SamplingParams
 
 
@@ -52,6 +53,8 @@ def encode_problems(examples: Sequence[Example], tokenizer: Tokenizer) -> list[P
 class Evaluation:
     row: EvalRow
     problems: list[ProblemResult]
+    #: the first reward failure of each kind among the samples (the run reports them once)
+    faults: list[RewardFault] = field(default_factory=list)
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -79,6 +82,8 @@ def evaluate(sampler: PolicySampler, problems: Sequence[Problem], reward: Any, k
     majk: list[float] = []
     tokens = truncated = 0
     rewards_all: list[float] = []
+    failed = 0
+    faults: dict[str, RewardFault] = {}
     for call, start in enumerate(range(0, len(problems), per_call)):
         chunk = problems[start:start + per_call]
         seeded = msgspec.structs.replace(params, seed=params.seed + call)
@@ -87,6 +92,9 @@ def evaluate(sampler: PolicySampler, problems: Sequence[Problem], reward: Any, k
         scored = reward.score_batch([t for group in texts for t in group],
                                     [p.example.reference for p in chunk for _ in range(n)])
         scores = [float(s) for s in scored.scores]
+        failed += int(getattr(scored, "errors", 0)) + int(getattr(scored, "timeouts", 0))
+        for fault in getattr(scored, "faults", ()):
+            faults.setdefault(fault.kind, fault)
         for i, (problem, group, group_texts) in enumerate(zip(chunk, groups, texts, strict=True)):
             rewards = scores[i * n:(i + 1) * n]
             passed = [r >= pass_threshold for r in rewards]
@@ -111,5 +119,5 @@ def evaluate(sampler: PolicySampler, problems: Sequence[Problem], reward: Any, k
                   pass_at_k=_mean(passk), maj_at_k=_mean(majk) if callable(extract) else None,
                   mean_tokens=tokens / samples if samples else 0.0,
                   truncated_share=truncated / samples if samples else 0.0,
-                  wall_s=round(time.perf_counter() - t0, 6))
-    return Evaluation(row, results)
+                  wall_s=round(time.perf_counter() - t0, 6), reward_errors=failed)
+    return Evaluation(row, results, list(faults.values()))

@@ -40,6 +40,8 @@ class EvalRow(msgspec.Struct, kw_only=True):
     wall_s: float
     #: samples per problem the estimates come from, >= k; 0 at construction means k
     n: int = 0
+    #: samples the reward failed to score (raised, timed out, no number): they scored 0
+    reward_errors: int = 0
 
     def __post_init__(self) -> None:
         if self.n == 0:
@@ -54,6 +56,8 @@ class EvalRow(msgspec.Struct, kw_only=True):
             row[maj_key(self.k)] = self.maj_at_k
         row.update({PREFIX + "mean_tokens": self.mean_tokens, PREFIX + "truncated_share": self.truncated_share,
                     PREFIX + "wall_s": self.wall_s})
+        if self.reward_errors:
+            row[PREFIX + "reward_errors"] = self.reward_errors
         return row
 
     @classmethod
@@ -75,7 +79,8 @@ class EvalRow(msgspec.Struct, kw_only=True):
         return cls(step=step, k=k, n=n, examples=int(num(PREFIX + "examples") or 0),
                    mean_reward=num(PREFIX + "mean_reward") or 0.0, pass_at_1=p1, pass_at_k=pk,
                    maj_at_k=num(maj_key(k)), mean_tokens=num(PREFIX + "mean_tokens") or 0.0,
-                   truncated_share=num(PREFIX + "truncated_share") or 0.0, wall_s=num(PREFIX + "wall_s") or 0.0)
+                   truncated_share=num(PREFIX + "truncated_share") or 0.0, wall_s=num(PREFIX + "wall_s") or 0.0,
+                   reward_errors=int(num(PREFIX + "reward_errors") or 0))
 
 
 class ProblemResult(msgspec.Struct, kw_only=True):

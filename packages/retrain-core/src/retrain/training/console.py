@@ -62,9 +62,11 @@ def _eval_metrics(row: Mapping[str, Any]) -> str:
 
 def eval_line(row: Mapping[str, Any]) -> str:
     """One evaluation (an eval.jsonl row) as a console line."""
+    failed = int(row.get("eval/reward_errors", 0))
+    samples = int(row.get("eval/examples", 0)) * int(row.get("eval/n", row.get("eval/k", 1)))
     return (f"eval after {row.get('step', 0)} RL steps: {_eval_metrics(row)} "
             f"reward={row.get('eval/mean_reward', 0.0):.3f} ({row.get('eval/examples', 0)} held-out problems, "
-            f"{row.get('eval/wall_s', 0.0):.1f}s)")
+            f"{row.get('eval/wall_s', 0.0):.1f}s)" + (f" reward_errors={failed}/{samples}" if failed else ""))
 
 
 def summary_lines(summary: Mapping[str, Any]) -> list[str]:

@@ -39,16 +39,22 @@ class RewardFaults:
 
     def observe(self, step: int, faults: Sequence[RewardFault], failed: int, completions: int) -> bool:
         """Record step `step`'s failures; True when the budget is spent (the caller stops)."""
+        self.announce(faults, f"step {step}")
+        heavy = completions > 0 and failed / completions >= self.max_share
+        self.streak = self.streak + 1 if heavy else 0
+        return self.max_steps > 0 and self.streak >= self.max_steps
+
+    def announce(self, faults: Sequence[RewardFault], when: str) -> None:
+        """Print and log each fault of a kind not seen before; `when` says where it happened
+        ("step 3", "eval after 0 RL steps"). Evaluation's faults come here too, but only
+        training steps count toward the budget."""
         for fault in faults:
             if fault.kind in self.seen:
                 continue
             self.seen[fault.kind] = fault
-            self._append(step, fault)
+            self._append(when, fault)
             where = f"  [traceback: {self.path}]" if fault.traceback and self.path is not None else ""
-            self.report(f"reward failed (first of its kind, step {step}): {fault.line()}{where}")
-        heavy = completions > 0 and failed / completions >= self.max_share
-        self.streak = self.streak + 1 if heavy else 0
-        return self.max_steps > 0 and self.streak >= self.max_steps
+            self.report(f"reward failed (first of its kind, {when}): {fault.line()}{where}")
 
     def budget_error(self, failed: int, completions: int, saved: str, resume_hint: str) -> RewardErrorBudget:
         latest = next(reversed(self.seen.values()), None)
@@ -59,10 +65,10 @@ class RewardFaults:
             + (f"; tracebacks in {self.path}" if self.path is not None else "") + f"; checkpoint saved: {saved}",
             hint=f"fix the reward, then {resume_hint}")
 
-    def _append(self, step: int, fault: RewardFault) -> None:
+    def _append(self, when: str, fault: RewardFault) -> None:
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as out:
-            out.write(f"== step {step}, {time.strftime('%Y-%m-%d %H:%M:%S')}: {fault.kind}\n")
+            out.write(f"== {when}, {time.strftime('%Y-%m-%d %H:%M:%S')}: {fault.kind}\n")
             out.write((fault.traceback or fault.line()).rstrip("\n") + "\n\n")

@@ -308,6 +308,8 @@ class Trainer:
         result = evaluate(run.backend, held.problems, run.flow.reward, p.k, params=p.params,
                           pass_threshold=p.pass_threshold, step=done, per_call=p.per_call, n=p.n)
         self.reporter.message(eval_line(run.log.record_eval(result)))
+        if run.faults is not None:
+            run.faults.announce(result.faults, f"eval after {done} RL steps")
 
     def _maybe_checkpoint(self, run: Run, step: int, phase: str = "") -> None:
         if self._due(step):

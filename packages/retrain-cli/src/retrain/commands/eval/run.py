@@ -61,6 +61,10 @@ def run(config: str, *, adapter: str | None = None, run_dir: str | None = None, 
         print(json.dumps(as_rows(results), indent=2))
     else:
         _table(results, plan.k, plan.n, len(examples))
+    for policy, result in results:
+        for fault in result.faults:  # a reward that cannot score reads as a policy that scores 0
+            print(f"retrain: the reward failed on {result.row.reward_errors} of {len(problems) * plan.n} samples "
+                  f"of {policy.label} (they scored 0): {fault.line()}", file=sys.stderr)
 
 
 def as_rows(results: list[tuple[Policy, Evaluation]]) -> list[dict[str, Any]]:
