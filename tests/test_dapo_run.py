@@ -78,7 +78,7 @@ def test_no_tied_group_reaches_the_loss_and_every_batch_is_full(in_root: Path,
     train(config_for(in_root, "run", max_steps=4, **DAPO), reporter)
     assert len(steps) == 4 and len(updates) == 4
     for (rollouts, adv), datums in zip(steps, updates, strict=True):
-        trained = [g for g in rollouts.groups if g.train]
+        trained = [g for g, d in zip(rollouts.groups, adv.dispositions, strict=True) if d.train]
         assert len(trained) == 4, [g.rewards.tolist() for g in rollouts.groups]
         assert not any(zero_variance(g) for g in trained)
         assert all(zero_variance(g) for g in rollouts.groups if g.dropped.startswith("dropped"))

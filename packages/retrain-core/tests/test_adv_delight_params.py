@@ -14,7 +14,7 @@ import pytest
 from retrain.advantages.pipeline import build_pipeline
 from retrain.config import load_config
 from retrain.config.schema import SECTIONS, TrainConfig
-from retrain.training.preflight import trace
+from retrain.config.validate.trace import trace
 
 
 def make_config(**sections: dict[str, Any]) -> TrainConfig:

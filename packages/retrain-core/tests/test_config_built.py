@@ -234,7 +234,7 @@ def test_rejected_selectors_name_what_is_available_even_with_a_suggestion(tmp_pa
 # metadata, dependency probes, the preflight checks, the run's config snapshot, and the CLI
 # (display and argument handling). A key read only there is not live.
 NOT_RUNTIME = ("retrain-cli/", "/retrain/config/", "/retrain/backends/options.py", "/retrain/backends/catalog.py",
-               "/retrain/registry/", "/retrain/training/preflight.py", "/retrain/training/meta.py")
+               "/retrain/registry/", "/retrain/training/meta.py")
 
 # Fields whose only readers are config-time code but that still change what a run does, each
 # with the reason. Empty today: every field is read where the run reads it. An entry needs a

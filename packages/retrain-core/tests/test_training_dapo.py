@@ -5,6 +5,7 @@ backend; their config keys are live, refused or warned about by name."""
 
 from __future__ import annotations
 
+import pickle
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,7 +35,7 @@ from retrain.training.dapo.overlong import OverlongShaping, overlong_penalty
 from retrain.training.flow import Flow
 from retrain.training.producer import RolloutProducer
 from retrain.training.prompts import PromptCursor
-from retrain.training.rollouts import advantages, collect
+from retrain.training.rollouts import advantages, collect, step_advantages
 from retrain.training.sepa import SepaController
 from retrain.training.state import TrainerState, read_state, write_state
 from retrain.types import Completion, Example, SamplingParams
@@ -161,12 +162,13 @@ def test_the_penalty_takes_part_in_the_reward_ties() -> None:
     f = flow_of(config(overlong_buffer=4, group_size=2))
     rollouts = collect(backend, f, batch_of(backend, ["right", "cut"]), group_size=2)
     adv = advantages(f, rollouts, backend, step=0, adv_clip_max=0.0)  # type: ignore[arg-type]
-    right, cut = rollouts.groups
+    right, _ = rollouts.groups
+    kept, tied = adv.dispositions
     # both right: tied without shaping; 3 and 10 tokens give 1 and 0.5, so the short one gains
-    assert right.train and right.shaped_rewards.tolist() == [1.0, 0.5]
+    assert kept.train and right.shaped_rewards.tolist() == [1.0, 0.5]
     assert adv.datums[0].advantages[-1] == pytest.approx(0.25) and adv.datums[1].advantages[-1] == pytest.approx(-0.25)
     # both wrong and cut at max_tokens: -1 and -1 tie, no signal
-    assert not cut.train and cut.note == "skipped (all same)" and len(adv.datums) == 2
+    assert not tied.train and tied.label == "skipped (all same)" and len(adv.datums) == 2
     plain = flow_of(config(group_size=2))
     unshaped = collect(backend, plain, batch_of(backend, ["right"]), group_size=2)
     assert not advantages(plain, unshaped, backend, step=0, adv_clip_max=0.0).datums  # type: ignore[arg-type]
@@ -307,11 +309,26 @@ def test_dropped_groups_never_reach_the_datums() -> None:
     rollouts = collect(backend, f, batch_of(backend, ["a", "b", "c"]), group_size=2)
     rollouts.groups = select(rollouts.groups, 1)
     adv = advantages(f, rollouts, backend, step=0, adv_clip_max=0.0)  # type: ignore[arg-type]
-    assert [g.train for g in rollouts.groups] == [True, False, False]
-    assert [g.note for g in rollouts.groups][1:] == [ZERO_VARIANCE, SURPLUS]
+    assert [d.train for d in adv.dispositions] == [True, False, False]
+    assert [d.label for d in adv.dispositions][1:] == [ZERO_VARIANCE, SURPLUS]
     assert len(adv.datums) == 2 and [d.tokens[0] for d in adv.datums] == [ord("a")] * 2
     # the step's reward counts every sampled completion; the reward ties every sampled group
     assert adv.correct == 4 and adv.total == 6 and adv.metrics["reward_uniform_groups"] == 1.0
+
+
+def test_advantages_leave_the_rollouts_untouched() -> None:
+    backend = ScriptedBackend({"a": ["y", "n" * 12], "b": ["y", "y"], "c": ["n", "y"]}, max_tokens=12)
+    f = flow_of(config(group_size=2, overlong_buffer=4, mask_truncated_completions=True, batch_advantage_norm=True))
+    rollouts = collect(backend, f, batch_of(backend, ["a", "b", "c"]), group_size=2)
+    rollouts.groups = select(rollouts.groups, 1)
+    before = pickle.dumps(rollouts)
+    pure = step_advantages(f, rollouts, backend, step=0, adv_clip_max=0.0)  # type: ignore[arg-type]
+    assert pickle.dumps(rollouts) == before and not f.sepa.gate_open  # nor the SEPA controller
+    adv = advantages(f, rollouts, backend, step=0, adv_clip_max=0.0)  # type: ignore[arg-type]
+    assert pickle.dumps(rollouts) == before
+    # which groups train is in the result; `advantages` then feeds the step to SEPA (4 of 6 right)
+    assert [d.train for d in adv.dispositions] == [True, False, False] and adv.dispositions == pure.dispositions
+    assert adv.datums == pure.datums and adv.metrics == pure.metrics and f.sepa.gate_open
 
 
 def test_totals_survive_the_state_file_and_reach_the_summary(tmp_path: Path) -> None:

@@ -5,8 +5,8 @@ from typing import Any
 import pytest
 
 from retrain.config.schema import SECTIONS, TrainConfig
+from retrain.config.validate.trace import trace
 from retrain.registry import builtin
-from retrain.training.preflight import trace
 
 
 def make_config(**sections: dict[str, Any]) -> TrainConfig:
@@ -105,9 +105,9 @@ def test_bad_params_and_unknown_delight_keys():
 
 
 def test_semantic_detector_without_its_package(monkeypatch):
-    import retrain.training.preflight as preflight
+    import retrain.config.validate.dependencies as dependencies
 
-    monkeypatch.setattr(preflight, "module_available", lambda name: False)
+    monkeypatch.setattr(dependencies, "module_available", lambda name: False)
     report = trace(make_config(planning={"detector": "semantic"}))
     assert any(i.category == "dep" and "sentence-transformers" in i.message for i in errors(report))
     # Not needed when the transform does not use planning masks.

@@ -17,7 +17,7 @@ from pathlib import Path
 from retrain.io import layout
 
 _PID_MARK = re.compile(rb"\(pid=(\d+)\)")
-_LOG_FILES = ("stderr.log", "stdout.log")
+_LOG_FILES = (layout.STDERR, layout.STDOUT)
 #: Seconds of clock slack between a process start and its pid file (boot time is whole seconds).
 _START_SLACK_S = 2.0
 

@@ -154,12 +154,9 @@ class AlgorithmPlugin:
 
 
 def plugin_from_object(obj: Any, name: str, source: str) -> AlgorithmPlugin:
-    from retrain.plugins.signature import is_factory
+    from retrain.plugins.signature import from_factory
 
-    if isinstance(obj, AlgorithmPlugin):
-        return obj
-    if is_factory(obj):
-        obj = obj()
+    obj = from_factory(obj, AlgorithmPlugin)
     if isinstance(obj, AlgorithmPlugin):
         return obj
     if not callable(obj):

@@ -48,7 +48,7 @@ from retrain.advantages.transform import (
 from retrain.advantages.transform import from_object as transform_from_object
 from retrain.advantages.uncertainty import Uncertainty, resolve_uncertainty, surprisal
 from retrain.config.schema import TrainConfig
-from retrain.plugins.signature import call_with_params, is_factory, takes_context
+from retrain.plugins.signature import call_with_params, from_factory, takes_context
 from retrain.registry.core import lookup
 
 EpisodeStage = Callable[[Floats, int], tuple[Floats, dict[str, float]]]
@@ -73,13 +73,8 @@ def _builtin_episode(fn: Callable[[Floats], Floats]) -> EpisodeStage:
 
 
 def _plugin_episode(obj: Any, name: str, params: dict[str, Any]) -> EpisodeStage:
-    if isinstance(obj, AdvantageSpec):
-        fn = obj.compute
-    elif is_factory(obj):
-        made = obj()
-        fn = made.compute if isinstance(made, AdvantageSpec) else made
-    else:
-        fn = obj
+    made = from_factory(obj, AdvantageSpec)
+    fn = made.compute if isinstance(made, AdvantageSpec) else made
     if not callable(fn):
         raise TypeError(f"advantage plugin {name!r} is not callable")
     where = f"advantage plugin {name!r}"

@@ -24,8 +24,7 @@ from retrain.advantages import credit
 from retrain.advantages.delight import transform as dg
 from retrain.advantages.delight.scale import NormMode
 from retrain.advantages.ragged import Floats, Ragged
-from retrain.plugins.resolve import resolve
-from retrain.plugins.signature import is_factory
+from retrain.plugins.signature import from_factory
 
 #: (layout, u, planning mask, lambda) -> transformed u
 UncertaintyTransform = Callable[[Ragged, Floats, Floats, float], Floats]
@@ -342,8 +341,7 @@ def from_object(obj: Any, name: str, source: str) -> Transform:
     """A Transform from whatever a plugin path, entry point or registration points at."""
     if isinstance(obj, Transform):
         return obj
-    if not isinstance(obj, TransformSpec) and is_factory(obj):
-        obj = obj()
+    obj = from_factory(obj, TransformSpec)
     if isinstance(obj, TransformSpec):
         return from_spec(obj, source)
     if not callable(obj):
@@ -357,11 +355,3 @@ def from_object(obj: Any, name: str, source: str) -> Transform:
         token_varying=bool(getattr(obj, "token_varying", True)),
     )
     return from_spec(spec, source)
-
-
-def resolve_transform(name: str, search_paths: Sequence[str] = ("plugins",)) -> Transform:
-    """A built-in transform, or a dotted-path plugin."""
-    if name in BUILTIN_TRANSFORMS:
-        return BUILTIN_TRANSFORMS[name]
-    obj, module = resolve(name, search_paths)
-    return from_object(obj, name, f"plugin:{module}")

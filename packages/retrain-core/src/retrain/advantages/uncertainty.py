@@ -18,7 +18,7 @@ import numpy as np
 
 from retrain.advantages.ragged import Floats, Ragged
 from retrain.plugins.resolve import resolve
-from retrain.plugins.signature import is_factory
+from retrain.plugins.signature import from_factory
 from retrain.registry import builtin
 
 MAX_SURPRISAL = 50.0
@@ -120,8 +120,7 @@ def resolve_uncertainty(kind: str, search_paths: Sequence[str] = ("plugins",)) -
             f"{', '.join(builtin.UNCERTAINTY_KINDS)}, or a dotted path"
         )
     obj, _ = resolve(kind, search_paths)
-    if not isinstance(obj, UncertaintySpec) and is_factory(obj):
-        obj = obj()
+    obj = from_factory(obj, UncertaintySpec)
     if isinstance(obj, UncertaintySpec):
         spec = obj
     elif callable(obj):

@@ -26,6 +26,14 @@ from retrain.registry.contract import Contract
 
 ResumeMode = Literal["unsupported", "adapter_only", "exact"]
 ENTRY_POINT_GROUP = "retrain.backends"
+#: The capabilities that each answer one rule of config validation (retrain.config.validate)
+VALIDATION_FLAGS = ("multi_device", "remote_service", "full_token_distributions", "inference_servers",
+                    "sampler_correction", "ppo_clipping", "optimizer_batch", "exclusive_precisions",
+                    "seeded_options", "strict_advantages")
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,30 @@ class BackendCapabilities:
     # refused at load
     policy_losses: tuple[str, ...] = ("standard",)
     ratio_levels: tuple[str, ...] = ("token",)
+    # Each flag below answers one validation rule; the defaults are what a plugin backend gets.
+    # trains one policy on several [backend] devices (torchrun, FSDP2)
+    multi_device: bool = False
+    # a remote service samples and trains: it reads [model] base_url and [backend] throttle_dir
+    # and max_concurrent, samples from saved weights apart from those that train (so
+    # max_async_level needs no inference server), and cannot honour local sampling or LoRA settings
+    remote_service: bool = False
+    # the trainer sees each token's full distribution (uncertainty_kind = "shannon_entropy")
+    full_token_distributions: bool = True
+    # an [inference] engine server (vllm, sglang, openai) samples for it
+    inference_servers: bool = False
+    # applies [inference] importance_sampling_correction in its policy loss
+    sampler_correction: bool = False
+    # honours [training] clip_eps; a backend that may not is warned about
+    ppo_clipping: bool = False
+    # captures and replays optimizer batches ([optimizer_batch], trainer = "optimizer_replay")
+    optimizer_batch: bool = False
+    # [backend.options] loading precisions, at most one on; the first is on by default, and
+    # choosing another turns it off unless it is set
+    exclusive_precisions: tuple[str, ...] = ()
+    # [backend.options] switches that need a [training] seed
+    seeded_options: tuple[str, ...] = ()
+    # refuses [backend.options] strict_advantages = false (trains on one advantage per completion)
+    strict_advantages: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -57,6 +89,7 @@ class BackendCapabilities:
             "reference_kl": self.reference_kl,
             "policy_losses": list(self.policy_losses),
             "ratio_levels": list(self.ratio_levels),
+            **{name: _plain(getattr(self, name)) for name in VALIDATION_FLAGS},
         }
 
     def summary(self) -> str:
@@ -113,7 +146,9 @@ _BUILTIN = {
         # exact: checkpoints hold weights, optimizer state and every RNG stream
         capabilities=BackendCapabilities(True, True, True, False, "exact", True, LOSS_AGGREGATIONS,
                                          reference_kl=True, policy_losses=POLICY_LOSS_MODES,
-                                         ratio_levels=RATIO_LEVELS),
+                                         ratio_levels=RATIO_LEVELS, multi_device=True, inference_servers=True,
+                                         sampler_correction=True, ppo_clipping=True, optimizer_batch=True,
+                                         seeded_options=("strict_deterministic",)),
         dependency="torch",
         hint="pip install retrain-backends-local",
     ),
@@ -124,7 +159,9 @@ _BUILTIN = {
         # token_mean only: the other loss aggregations are not built yet for unsloth; its
         # policy losses are the local backend's (it trains through LocalBackend.policy_gradients)
         capabilities=BackendCapabilities(True, True, True, False, "adapter_only", True,
-                                         policy_losses=POLICY_LOSS_MODES, ratio_levels=RATIO_LEVELS),
+                                         policy_losses=POLICY_LOSS_MODES, ratio_levels=RATIO_LEVELS,
+                                         ppo_clipping=True,
+                                         exclusive_precisions=("load_in_4bit", "load_in_8bit", "load_in_16bit")),
         dependency="unsloth",
         hint="pip install retrain-backends-unsloth (CUDA GPU required at run time)",
     ),
@@ -138,7 +175,8 @@ _BUILTIN = {
         # its per-token weights are folded into the advantages (tinker/loss.py). Policy losses:
         # those the service computes (ppo for a clipped standard, cispo), token-level ratios only
         capabilities=BackendCapabilities(True, True, True, True, "exact", False, LOSS_AGGREGATIONS,
-                                         policy_losses=("standard", "cispo")),
+                                         policy_losses=("standard", "cispo"), remote_service=True,
+                                         full_token_distributions=False, ppo_clipping=True),
         dependency="tinker",
         hint="pip install retrain-backends-tinker",
     ),
@@ -146,7 +184,7 @@ _BUILTIN = {
         name="prime_rl",
         factory="retrain.backends.prime.create:create_backend",
         distribution="retrain-backends-prime",
-        capabilities=BackendCapabilities(False, False, True, False, "adapter_only", False),
+        capabilities=BackendCapabilities(False, False, True, False, "adapter_only", False, strict_advantages=True),
         dependency="prime_rl",
         hint="no retrain distribution ships the PRIME-RL bridge yet",
         available=False,
@@ -306,7 +344,18 @@ def _parse_capabilities(raw: Any) -> BackendCapabilities | None:
         reference_kl=bool(raw.get("reference_kl", False)),
         policy_losses=tuple(str(m) for m in raw.get("policy_losses", ("standard",))),
         ratio_levels=tuple(str(v) for v in raw.get("ratio_levels", ("token",))),
+        **_declared_flags(raw),
     )
+
+
+def _declared_flags(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The validation flags a plugin's mapping declares; those it leaves out keep their default."""
+    out: dict[str, Any] = {}
+    for name in VALIDATION_FLAGS:
+        if name in raw:
+            default = getattr(PLUGIN_DEFAULT_CAPABILITIES, name)
+            out[name] = tuple(str(v) for v in raw[name]) if isinstance(default, tuple) else bool(raw[name])
+    return out
 
 
 _TYPE_NAMES: dict[str, type] = {"bool": bool, "boolean": bool, "int": int, "integer": int,

@@ -11,6 +11,7 @@ import json
 import math
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal, Union, get_args, get_origin
@@ -185,96 +186,126 @@ def coerce(spec_type: Any, value: Any, *, from_text: bool = False) -> Any:
     tp = _strip_annotated(spec_type)
     origin = get_origin(tp)
     if origin is Literal:
-        choices = [str(a) for a in get_args(tp)]
-        if isinstance(value, str) and value in choices:
-            return value
-        raise CoerceError(f"must be one of {', '.join(choices)}")
+        return _to_choice(tp, value)
     if origin in (Union, types.UnionType):
-        last: CoerceError | None = None
-        for arg in get_args(tp):
-            if arg is type(None):
-                continue
-            try:
-                return coerce(arg, value, from_text=from_text)
-            except CoerceError as exc:
-                last = exc
-        raise last or CoerceError("unsupported value")
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-            return value.strip().lower() in _TRUE
-        if isinstance(value, int) and value in (0, 1):
-            return bool(value)
-        raise CoerceError("expected a boolean (true or false)")
-    if tp is int:
-        if isinstance(value, bool):
-            raise CoerceError("expected an integer, got a boolean")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            try:
-                return int(value.strip())
-            except ValueError:
-                try:
-                    f = float(value)
-                except ValueError:
-                    raise CoerceError("expected an integer") from None
-                if f.is_integer():
-                    return int(f)
-        raise CoerceError("expected an integer")
-    if tp is float:
-        if isinstance(value, bool):
-            raise CoerceError("expected a number, got a boolean")
-        if isinstance(value, int | float):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value.strip())
-            except ValueError:
-                pass
-        raise CoerceError("expected a number")
-    if tp is str:
-        if isinstance(value, str):
-            return value
-        raise CoerceError("expected a string")
+        return _to_union(tp, value, from_text)
+    if origin is None and tp in _SCALARS:
+        return _SCALARS[tp](value)
     if origin is list:
-        (inner,) = get_args(tp)
-        if isinstance(value, str):
-            text = value.strip()
-            if text.startswith("["):
-                try:
-                    value = json.loads(text)
-                except json.JSONDecodeError:
-                    raise CoerceError("expected a JSON array") from None
-            elif inner is str:
-                value = [p.strip() for p in text.split(",") if p.strip()]
-            else:
-                value = [p.strip() for p in text.split(",") if p.strip()]
-        if not isinstance(value, list):
-            raise CoerceError(f"expected a list of {type_name(inner)}")
-        out = []
-        for i, item in enumerate(value):
-            try:
-                out.append(coerce(inner, item, from_text=from_text))
-            except CoerceError as exc:
-                raise CoerceError(f"item {i}: {exc}") from None
-        return out
+        return _to_list(tp, value, from_text)
     if origin is dict:
-        if isinstance(value, str):
-            text = value.strip()
-            if not text:
-                return {}
+        return _to_table(value)
+    raise CoerceError(f"unsupported field type {tp!r}")
+
+
+def _to_choice(tp: Any, value: Any) -> str:
+    choices = [str(a) for a in get_args(tp)]
+    if isinstance(value, str) and value in choices:
+        return value
+    raise CoerceError(f"must be one of {', '.join(choices)}")
+
+
+def _to_union(tp: Any, value: Any, from_text: bool) -> Any:
+    """The first member type (None aside) that takes the value; else the last member's error."""
+    last: CoerceError | None = None
+    for arg in get_args(tp):
+        if arg is type(None):
+            continue
+        try:
+            return coerce(arg, value, from_text=from_text)
+        except CoerceError as exc:
+            last = exc
+    raise last or CoerceError("unsupported value")
+
+
+def _to_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise CoerceError("expected a boolean (true or false)")
+
+
+def _to_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise CoerceError("expected an integer, got a boolean")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            try:
+                f = float(value)
+            except ValueError:
+                raise CoerceError("expected an integer") from None
+            if f.is_integer():
+                return int(f)
+    raise CoerceError("expected an integer")
+
+
+def _to_float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise CoerceError("expected a number, got a boolean")
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            pass
+    raise CoerceError("expected a number")
+
+
+def _to_str(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    raise CoerceError("expected a string")
+
+
+_SCALARS: dict[Any, Callable[[Any], Any]] = {bool: _to_bool, int: _to_int, float: _to_float, str: _to_str}
+
+
+def _to_list(tp: Any, value: Any, from_text: bool) -> list[Any]:
+    """A list, a JSON array string, or comma-separated text; each item coerced to the item type."""
+    (inner,) = get_args(tp)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
             try:
                 value = json.loads(text)
             except json.JSONDecodeError:
-                raise CoerceError("expected a table or a JSON object string") from None
-        if not isinstance(value, dict):
-            raise CoerceError("expected a table")
-        return dict(value)
-    raise CoerceError(f"unsupported field type {tp!r}")
+                raise CoerceError("expected a JSON array") from None
+        else:
+            value = [p.strip() for p in text.split(",") if p.strip()]
+    if not isinstance(value, list):
+        raise CoerceError(f"expected a list of {type_name(inner)}")
+    out = []
+    for i, item in enumerate(value):
+        try:
+            out.append(coerce(inner, item, from_text=from_text))
+        except CoerceError as exc:
+            raise CoerceError(f"item {i}: {exc}") from None
+    return out
+
+
+def _to_table(value: Any) -> dict[Any, Any]:
+    """A table, or a JSON object string ('' is the empty table)."""
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return {}
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            raise CoerceError("expected a table or a JSON object string") from None
+    if not isinstance(value, dict):
+        raise CoerceError("expected a table")
+    return dict(value)
 
 
 def parse_typed_scalar(text: str) -> Any:

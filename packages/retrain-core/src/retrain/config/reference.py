@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from retrain.config.fields import FieldSpec, all_fields
 from retrain.config.schema import SECTIONS
@@ -96,12 +95,3 @@ def _mapping_flag(spec: FieldSpec) -> str:
         if target == spec.flat:
             return f"`{flag} K=V`"
     return "-"
-
-
-def reference_rows() -> list[dict[str, Any]]:
-    """The same content as data (for `retrain man --json` and tests)."""
-    return [
-        {"section": s.section, "key": s.key, "flag": s.flag, "type": s.type_name(), "default": s.default,
-         "description": s.description, "not_built": not_built_doc(s.dotted)}
-        for s in all_fields()
-    ]

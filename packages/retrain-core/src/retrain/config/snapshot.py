@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -79,7 +78,3 @@ def sections_snapshot(config: TrainConfig) -> dict[str, dict[str, Any]]:
             else:
                 out[section][key] = sanitize(value, key)
     return out
-
-
-def snapshot_json(config: TrainConfig) -> str:
-    return json.dumps(config_snapshot(config), sort_keys=True, indent=2)

@@ -27,6 +27,19 @@ CAMPAIGN_SUMMARY = "campaign_summary.json"
 CAMPAIGN_CONFIGS = "configs"
 #: in a campaign directory: the run directories (`runs/<run_name>/`)
 CAMPAIGN_RUNS = "runs"
+#: TTT-Discover's final archive (retrain.training.discover)
+DISCOVER_ARCHIVE = "discover_archive.json"
+#: `trainer = "command"`: every config field, flat and unredacted, for the external program
+COMMAND_CONFIG = "retrain_config.json"
+#: `trainer = "optimizer_replay"`: what the replayed step was compared with
+REPLAY_MANIFEST = "optimizer_batch_replay_manifest.json"
+#: the audit files of a standalone SFT run (retrain.training.sft.audit)
+SFT_RESOLVED_CONFIG = "resolved_config.json"
+SFT_DATA_SNAPSHOT = "sft_data.snapshot.jsonl"
+SFT_RECOVERABILITY = "sft_data_recoverability.json"
+SFT_MANIFEST = "sft_manifest.json"
+#: the SFT manifest's copy inside the final weights' folder
+SFT_FINAL_MANIFEST = "retrain_sft_manifest.json"
 #: in a run directory of a campaign's worker process: its captured output
 STDOUT = "stdout.log"
 STDERR = "stderr.log"

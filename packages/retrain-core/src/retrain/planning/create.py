@@ -15,6 +15,7 @@ import numpy as np
 
 from retrain.config.schema import TrainConfig
 from retrain.planning.types import Mask, PlanningDetector
+from retrain.plugins.signature import has_method, takes_config
 from retrain.registry.core import lookup
 
 
@@ -40,23 +41,15 @@ def build_detector(config: TrainConfig) -> PlanningDetector:
     if found.source == "builtin":
         built: PlanningDetector = obj.from_config(config)
         return built
-    if hasattr(obj, "mask") and not inspect.isclass(obj):
+    if has_method(obj, "mask"):
         given: PlanningDetector = obj
         return given
-    if inspect.isclass(obj) or (callable(obj) and _takes_config(obj)):
-        made: Any = obj(config) if _takes_config(obj) else obj()
+    if inspect.isclass(obj) or (callable(obj) and takes_config(obj)):
+        made: Any = obj(config) if takes_config(obj) else obj()
         return made if hasattr(made, "mask") else FunctionDetector(made, name)
     if callable(obj):
         return FunctionDetector(obj, name)
     raise TypeError(f"planning detector {name!r} has no mask() and is not callable")
-
-
-def _takes_config(obj: Any) -> bool:
-    try:
-        params = list(inspect.signature(obj).parameters.values())
-    except (TypeError, ValueError):
-        return False
-    return len(params) == 1 and params[0].name in ("config", "cfg")
 
 
 def masks(detector: PlanningDetector, token_rows: Sequence[Sequence[str]]) -> list[Mask]:

@@ -3,7 +3,9 @@
 Plugins are plain callables; what they are handed depends on how they are declared:
 a factory with no required arguments is called first and its result used instead; a
 single positional parameter named `ctx`/`context` receives a context record; a `params`
-parameter (or `**kwargs`) receives the params table as well.
+parameter (or `**kwargs`) receives the params table as well. Kinds whose plugin may be an
+object with a method (a reward's `score`, a planning detector's `mask`) use such an object
+as it is, and build one from a class or factory, handing it the config when it takes one.
 """
 
 from __future__ import annotations
@@ -41,6 +43,35 @@ def is_factory(obj: Any) -> bool:
         and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
     ]
     return not required
+
+
+def from_factory(obj: Any, spec: type) -> Any:
+    """`obj` itself when it is a `spec` or no zero-argument factory; else what it returns."""
+    if isinstance(obj, spec) or not is_factory(obj):
+        return obj
+    return obj()
+
+
+def has_method(obj: Any, method: str) -> bool:
+    """An object (not a class) with `method`: a plugin instance, used as it is."""
+    return hasattr(obj, method) and not inspect.isclass(obj)
+
+
+def required_positional(fn: Any) -> int | None:
+    """Positional parameters without a default (None: the signature cannot be read)."""
+    sig = _signature(fn)
+    if sig is None:
+        return None
+    return sum(1 for p in _positional(sig) if p.default is inspect.Parameter.empty)
+
+
+def takes_config(fn: Any) -> bool:
+    """Exactly one parameter, named config or cfg."""
+    sig = _signature(fn)
+    if sig is None:
+        return False
+    params = list(sig.parameters.values())
+    return len(params) == 1 and params[0].name in ("config", "cfg")
 
 
 def takes_context(fn: Callable[..., Any]) -> bool:

@@ -16,6 +16,7 @@ ENTRY_POINT_GROUPS: dict[str, str] = {
     "advantage_mode": "retrain.advantages",
     "transform_mode": "retrain.transforms",
     "planning_detector": "retrain.planning",
+    "trainer": "retrain.trainers",
 }
 
 ADVANTAGE_MODES = ("grpo", "maxrl", "reinforce_pp")

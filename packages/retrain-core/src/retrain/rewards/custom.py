@@ -17,6 +17,7 @@ from typing import Any
 
 from retrain.config.schema import TrainConfig
 from retrain.plugins.resolve import resolve
+from retrain.plugins.signature import has_method, required_positional
 
 
 class FunctionReward:
@@ -44,26 +45,13 @@ class CustomReward(FunctionReward):
         super().__init__(fn, target)
 
 
-def _required_positional(fn: Any) -> int | None:
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None
-    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return sum(
-        1
-        for p in sig.parameters.values()
-        if p.kind in kinds and p.default is inspect.Parameter.empty
-    )
-
-
 def reward_from_object(obj: Any, config: TrainConfig, name: str) -> Any:
     """A reward object from what a plugin path or entry point points at."""
-    if hasattr(obj, "score") and not inspect.isclass(obj):
+    if has_method(obj, "score"):
         return obj
     if not callable(obj):
         raise TypeError(f"reward {name!r} is neither callable nor has a score method")
-    required = _required_positional(obj)
+    required = required_positional(obj)
     if not inspect.isclass(obj) and required is not None and required >= 2:
         return FunctionReward(obj, name)
     made = obj(config) if required and required >= 1 else obj()

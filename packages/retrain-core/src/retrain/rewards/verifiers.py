@@ -9,7 +9,6 @@ main thread: the scorer therefore runs this reward in worker processes (`isolati
 from __future__ import annotations
 
 import threading
-from collections.abc import Awaitable, Callable
 from functools import lru_cache
 from typing import Any
 
@@ -63,28 +62,13 @@ class MathReward:
         return 1.0 if self._mv.verify(gold, pred, timeout_seconds=self._timeout()) else 0.0
 
 
-RubricScore = Callable[[str, str], Awaitable[float] | float]
-
-
-class RubricReward:
-    """Adapter from a rubric scoring function `(completion, answer) -> float` (sync or async)
-    to a reward; retrain-envs wraps verifiers rubrics with it."""
-
-    def __init__(self, score_fn: RubricScore, name: str = "rubric") -> None:
-        self.score_fn = score_fn
-        self.name = name
-
-    def score(self, response: str, reference: str) -> Awaitable[float] | float:
-        return self.score_fn(response, reference)
-
-
 JUDGE_HINT = "pip install retrain-envs (it provides the verifiers JudgeRubric)"
 
 
 class JudgeReward:
     """`judge`: an LLM judge rubric. This is a hook: the implementation comes from the
-    distribution that registers the name `judge` in the `retrain.rewards` entry-point group
-    (retrain-envs), as a factory `(TrainConfig) -> reward`."""
+    distribution that registers the name `judge` in the `retrain.rewards` entry-point group,
+    as a factory `(TrainConfig) -> reward` (none in this repository does yet)."""
 
     def __init__(self, config: TrainConfig) -> None:
         ep = entry_points.lookup(builtin.ENTRY_POINT_GROUPS["reward"], "judge")

@@ -24,8 +24,6 @@ class Group:
     completions: list[Completion]
     texts: list[str]
     rewards: np.ndarray
-    train: bool = True
-    note: str = ""
     episodes: list[Episode] | None = None  # multi-turn: one per completion, same order
     penalties: np.ndarray | None = None  # overlong shaping (retrain.training.dapo.overlong), one per completion
     dropped: str = ""  # dynamic sampling (retrain.training.dapo.dynamic): why the group is not in the trained batch

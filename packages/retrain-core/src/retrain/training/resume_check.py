@@ -53,42 +53,22 @@ def _alive(pid: int) -> bool:
 
 
 def check_resume(log_dir: str | Path, *, max_steps: int | None = None, config: TrainConfig | None = None) -> Check:
+    """Steps in order; one that finds nothing to resume from ends the check."""
     d = Path(log_dir)
     result = Check(str(d))
     if config is not None:
         result.facts["trainer"] = config.training.trainer
         if max_steps is None:
             max_steps = config.training.max_steps
-    if not d.exists():
-        result.add("error", "resume_dir_missing", f"{d} does not exist")
+    if not _check_dir(result, d):
         return result
-    if not d.is_dir():
-        result.add("error", "resume_dir_not_directory", f"{d} is not a directory")
-        return result
-    pid_file = d / PID
-    if pid_file.exists():
-        try:
-            pid = int(pid_file.read_text().strip())
-        except ValueError:
-            pid = -1
-        if pid > 0 and _alive(pid):
-            result.add("error", "run_alive", f"the run is still running (pid {pid}); stop it before resuming")
+    _check_alive(result, d)
     if max_steps is None:
-        try:
-            meta = json.loads((d / RUN_META).read_text())
-            max_steps = int(meta["config"]["max_steps"])
-        except (OSError, ValueError, KeyError, TypeError):
-            max_steps = None
+        max_steps = _recorded_max_steps(d)
     if config is not None:
         _check_target(result, d, Path(config.logging.log_dir))
     if not (d / STATE_FILE).exists():
-        rows = read_jsonl(d / METRICS)
-        result.facts.update({"next_step": 0, "checkpoint": None})
-        if rows:
-            result.add("warning", "no_checkpoint",
-                       f"no checkpoint yet: a resume starts over and replaces {len(rows)} logged rows")
-        else:
-            result.add("error", "trainer_state_missing", f"{STATE_FILE} not found and nothing logged")
+        _check_unstarted(result, d)
         return result
     try:
         state = read_state(d)
@@ -104,31 +84,82 @@ def check_resume(log_dir: str | Path, *, max_steps: int | None = None, config: T
         return result
     if max_steps is not None and state.phase == "rl" and state.step + 1 >= max_steps:
         result.add("error", "resume_beyond_max_steps", f"step {state.step} was the last of {max_steps}")
-    ref = state.checkpoint_path
+    _check_checkpoint(result, d, state.checkpoint_path)
+    _check_later_rows(result, d, state.phase, phase_step)
+    return result
+
+
+def _check_dir(result: Check, d: Path) -> bool:
+    if not d.exists():
+        result.add("error", "resume_dir_missing", f"{d} does not exist")
+        return False
+    if not d.is_dir():
+        result.add("error", "resume_dir_not_directory", f"{d} is not a directory")
+        return False
+    return True
+
+
+def _check_alive(result: Check, d: Path) -> None:
+    pid_file = d / PID
+    if not pid_file.exists():
+        return
+    try:
+        pid = int(pid_file.read_text().strip())
+    except ValueError:
+        pid = -1
+    if pid > 0 and _alive(pid):
+        result.add("error", "run_alive", f"the run is still running (pid {pid}); stop it before resuming")
+
+
+def _recorded_max_steps(d: Path) -> int | None:
+    """max_steps as run_meta.json recorded it, or None."""
+    try:
+        meta = json.loads((d / RUN_META).read_text())
+        return int(meta["config"]["max_steps"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _check_unstarted(result: Check, d: Path) -> None:
+    """No trainer state: a resume starts over, replacing what was logged (if anything was)."""
+    rows = read_jsonl(d / METRICS)
+    result.facts.update({"next_step": 0, "checkpoint": None})
+    if rows:
+        result.add("warning", "no_checkpoint",
+                   f"no checkpoint yet: a resume starts over and replaces {len(rows)} logged rows")
+    else:
+        result.add("error", "trainer_state_missing", f"{STATE_FILE} not found and nothing logged")
+
+
+def _check_checkpoint(result: Check, d: Path, ref: str) -> None:
+    """The recorded checkpoint: a remote one is not checked, a local one must be complete."""
     if not ref:
         result.add("warning", "checkpoint_ref_missing", "no checkpoint recorded; a resume starts from the base model")
-    elif "://" in ref:
+        return
+    if "://" in ref:
         result.add("warning", "remote_checkpoint_unverified", f"{ref} is remote and was not checked")
+        return
+    path = Path(ref) if Path(ref).exists() else d / ref
+    if not path.exists():
+        result.add("error", "checkpoint_missing", f"checkpoint {ref} does not exist")
+    elif (path / TINKER_CHECKPOINT).exists():
+        _check_remote_record(result, path)
     else:
-        path = Path(ref) if Path(ref).exists() else d / ref
-        if not path.exists():
-            result.add("error", "checkpoint_missing", f"checkpoint {ref} does not exist")
-        elif (path / TINKER_CHECKPOINT).exists():
-            _check_remote_record(result, path)
-        else:
-            missing = [f for f in CHECKPOINT_FILES if not (path / f).exists()]
-            weights = _has_weights(path)
-            if missing or not weights:
-                result.add("error", "checkpoint_incomplete",
-                           f"checkpoint {path} lacks {', '.join(missing + ([] if weights else ['weights']))}")
-            result.facts["checkpoint_path"] = str(path)
+        missing = [f for f in CHECKPOINT_FILES if not (path / f).exists()]
+        weights = _has_weights(path)
+        if missing or not weights:
+            result.add("error", "checkpoint_incomplete",
+                       f"checkpoint {path} lacks {', '.join(missing + ([] if weights else ['weights']))}")
+        result.facts["checkpoint_path"] = str(path)
+
+
+def _check_later_rows(result: Check, d: Path, phase: str, phase_step: int) -> None:
     rows = read_jsonl(d / METRICS)
-    later = [r for r in rows if r.get("phase", "rl") == state.phase and isinstance(r.get("step"), int)
+    later = [r for r in rows if r.get("phase", "rl") == phase and isinstance(r.get("step"), int)
              and r["step"] > phase_step]
     if later:
         result.add("info", "rows_after_checkpoint",
                    f"{len(later)} logged rows after the checkpoint will be dropped and recomputed")
-    return result
 
 
 def _check_remote_record(result: Check, path: Path) -> None:

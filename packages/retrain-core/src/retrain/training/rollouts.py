@@ -6,7 +6,8 @@ step, REINFORCE++ batch normalisation and the advantage cap. DAPO's additions
 (retrain.training.dapo): the overlong penalty is added to the rewards as they are
 collected, so it takes part in the ties; a group dynamic sampling left out of the batch
 (`Group.dropped`) does not train; a truncated completion, with `mask_truncated_completions`,
-keeps its place in its group's advantages and trains no token.
+keeps its place in its group's advantages and trains no token. The rollouts are left as they
+are: which groups trained, and why the others did not, is in `StepAdvantages.dispositions`.
 
 With an environment (`flow.environment`) the environment samples and scores; a multi-turn
 group carries its `Episode`s, whose sampled tokens the pipeline scores like one completion
@@ -37,6 +38,8 @@ from retrain.training.dapo.overlong import masked, shaping_metrics
 from retrain.training.echo import echo_weights
 from retrain.training.flow import Flow
 from retrain.training.signals import (
+    Disposition,
+    RewardTies,
     apply_advantage_cap,
     correct_count,
     group_disposition,
@@ -73,6 +76,8 @@ class StepAdvantages:
     correct: int
     total: int
     sepa: dict[str, float] = field(default_factory=dict)  # the lambda this step used, the gate then
+    # one per group of the step, in order: whether it trains, and the console note on why not
+    dispositions: list[Disposition] = field(default_factory=list)
 
     @cached_property
     def informative(self) -> int:
@@ -80,87 +85,128 @@ class StepAdvantages:
         return nonzero_action_tokens(self.datums)
 
 
+Kept = tuple[Group, list[int]]  # a group that trains, and its members (completion indices)
+
+
 def advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *, step: int, adv_clip_max: float,
                tl_grpo: bool = False) -> StepAdvantages:
-    """`step` is the global step (warmup steps included), as SEPA's schedule defines it; the
-    lambda is resolved before this step's observations update the controller."""
-    pipeline = flow.pipeline
+    """`step_advantages`, then the step's observations fed to the SEPA controller
+    (`observe_sepa`): the loop's entry point. `rollouts` is left as it is."""
+    adv = step_advantages(flow, rollouts, backend, step=step, adv_clip_max=adv_clip_max, tl_grpo=tl_grpo)
+    observe_sepa(flow, rollouts, adv)
+    return adv
+
+
+def step_advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *, step: int,
+                    adv_clip_max: float, tl_grpo: bool = False) -> StepAdvantages:
+    """One step's token advantages and train datums, with its metrics; `flow` and `rollouts`
+    are left as they are. `step` is the global step (warmup steps included), as SEPA's
+    schedule defines it; the lambda is the controller's before this step's observations."""
     sepa = flow.sepa.metrics(step)
-    sepa_lambda = sepa["sepa_lambda"] if pipeline.uses_sepa_controller else 0.0
-    plugin = pipeline.episode_source != "builtin"
-    ties = []
-    kept: list[tuple[Group, list[int]]] = []
-    rows: list[np.ndarray] = []
-    results: list[GroupAdvantages] = []
-    planning = [0, 0]  # marked tokens, tokens of the completions the detector saw
-    for g in rollouts.groups:
+    sepa_lambda = sepa["sepa_lambda"] if flow.pipeline.uses_sepa_controller else 0.0
+    ties, dispositions, kept = _select(flow, rollouts.groups, tl_grpo)
+    results, planning = _group_advantages(flow, backend, kept, sepa_lambda=sepa_lambda, step=step)
+    rewards = rollouts.rewards  # (completions,) over every group, dropped ones included
+    correct, total = correct_count(rewards), int(rewards.shape[0])
+    metrics = {**tie_metrics(ties), **merge_metrics(results), **shaping_metrics(rollouts.groups), **planning}
+    adv_C_T = [row for r in results for row in r.completions()]  # kept completions x their tokens
+    if flow.pipeline.batch_normalize:
+        adv_C_T, norm = batch_normalize(adv_C_T)
+        metrics.update(norm)
+    adv_C_T, cap = apply_advantage_cap(adv_C_T, adv_clip_max)
+    metrics.update(cap)
+    echo = _echo(flow, kept)
+    if echo is not None:
+        metrics.update(echo[1])
+    datums, truncated = _datums(flow, kept, adv_C_T, echo[0] if echo is not None else None,
+                                policy_version=rollouts.policy_version)
+    metrics.update(truncated)
+    return StepAdvantages(datums, metrics, correct, total, sepa, dispositions)
+
+
+def observe_sepa(flow: Flow, rollouts: StepRollouts, adv: StepAdvantages) -> None:
+    """Feed one step to the SEPA controller once its lambda was used: the correct rate over
+    every completion (the gate) and, on the auto schedule, the completions' logprobs."""
+    flow.sepa.observe_correct_rate(adv.correct / adv.total if adv.total else 0.0)
+    if flow.sepa.schedule == "auto":
+        flow.sepa.observe_completions([c.logprobs for g in rollouts.groups for c in g.completions])
+
+
+def _select(flow: Flow, groups: Sequence[Group], tl_grpo: bool
+            ) -> tuple[list[RewardTies], list[Disposition], list[Kept]]:
+    """Every group's reward ties (dropped groups included) and disposition; the groups that train."""
+    plugin = flow.pipeline.episode_source != "builtin"
+    ties: list[RewardTies] = []
+    dispositions: list[Disposition] = []
+    kept: list[Kept] = []
+    for g in groups:
         members = _members(g, tl_grpo)
         rewards = g.shaped_rewards[members]
         t = summarize_reward_ties(rewards)
         ties.append(t)
         if g.dropped:
-            g.train, g.note = False, g.dropped
+            dispositions.append(Disposition(False, g.dropped))
             continue
         disp = group_disposition(t, rewards, tl_grpo=tl_grpo, echo=flow.echo is not None and g.episodes is not None,
                                  plugin_advantage=plugin)
-        g.train, g.note = disp.train and len(members) > 0, disp.label
-        if not g.train:
-            continue
+        dispositions.append(Disposition(disp.train and len(members) > 0, disp.label))
+        if dispositions[-1].train:
+            kept.append((g, members))
+    return ties, dispositions, kept
+
+
+def _group_advantages(flow: Flow, backend: TrainBackend, kept: Sequence[Kept], *, sepa_lambda: float,
+                      step: int) -> tuple[list[GroupAdvantages], dict[str, float]]:
+    """The pipeline's advantages for each kept group, and `planning_token_fraction` when a
+    planning detector is on."""
+    results: list[GroupAdvantages] = []
+    marked = seen = 0  # tokens the detector marked, tokens of the completions it saw
+    for g, members in kept:
         comps = [g.completions[i] for i in members]
-        lps = [np.asarray(c.logprobs, dtype=np.float64) for c in comps]
+        lp_C_T = [np.asarray(c.logprobs, dtype=np.float64) for c in comps]
         masks = None
         if flow.detector is not None:
             masks = planning_masks(flow.detector, [backend.tokenizer.token_strings(c.token_ids) for c in comps])
-            planning[0] += sum(int(m.sum()) for m in masks)
-            planning[1] += sum(len(m) for m in masks)
-        entropies = None
-        if pipeline.needs_entropies:
-            entropies = [_entropies(c) for c in comps]
-        result = pipeline.compute_group(rewards, lps, planning_masks=masks, entropies=entropies,
-                                        sepa_lambda=sepa_lambda, step=step)
-        results.append(result)
-        kept.append((g, members))
-        rows.extend(result.completions())
-    correct = correct_count(rollouts.rewards)
-    total = int(rollouts.rewards.shape[0])
-    flow.sepa.observe_correct_rate(correct / total if total else 0.0)
-    if flow.sepa.schedule == "auto":
-        flow.sepa.observe_completions([c.logprobs for g in rollouts.groups for c in g.completions])
-    metrics: dict[str, float] = {**tie_metrics(ties), **merge_metrics(results), **shaping_metrics(rollouts.groups)}
-    if flow.detector is not None:
-        metrics["planning_token_fraction"] = planning[0] / planning[1] if planning[1] else 0.0
-    if pipeline.batch_normalize:
-        rows, norm = batch_normalize(rows)
-        metrics.update(norm)
-    rows, cap = apply_advantage_cap(rows, adv_clip_max)
-    metrics.update(cap)
-    echo = _echo(flow, kept)
-    if echo is not None:
-        metrics.update(echo[1])
+            marked += sum(int(m.sum()) for m in masks)
+            seen += sum(len(m) for m in masks)
+        entropies = [_entropies(c) for c in comps] if flow.pipeline.needs_entropies else None
+        results.append(flow.pipeline.compute_group(g.shaped_rewards[members], lp_C_T, planning_masks=masks,
+                                                   entropies=entropies, sepa_lambda=sepa_lambda, step=step))
+    if flow.detector is None:
+        return results, {}
+    return results, {"planning_token_fraction": marked / seen if seen else 0.0}
+
+
+def _datums(flow: Flow, kept: Sequence[Kept], adv_C_T: Sequence[np.ndarray],
+            echo: list[list[list[list[float]]]] | None, *, policy_version: int
+            ) -> tuple[list[Datum], dict[str, float]]:
+    """The kept completions' datums (an episode's: one per segment), in order, given their
+    token advantages `adv_C_T` in the same order; with `mask_truncated`, a completion cut at
+    max_tokens trains no token, and the metrics count them."""
     datums: list[Datum] = []
-    truncated = [0, 0]  # completions and their sampled tokens masked out of the loss
-    it = iter(rows)
+    masked_completions = masked_tokens = 0
+    advs = iter(adv_C_T)
     for k, (g, members) in enumerate(kept):
         pad = [0.0] * len(g.prompt_ids)
         for j, i in enumerate(members):
-            adv = next(it)
+            adv = next(advs)
             c = g.completions[i]
             if g.episodes is not None:
-                made = g.episodes[i].datums(adv, policy_version=rollouts.policy_version,
-                                            echo=echo[0][k][j] if echo is not None else None)
+                made = g.episodes[i].datums(adv, policy_version=policy_version,
+                                            echo=echo[k][j] if echo is not None else None)
             else:
                 made = [Datum(tokens=g.prompt_ids + c.token_ids, logprobs=pad + list(c.logprobs),
-                              advantages=pad + adv.tolist(), policy_version=rollouts.policy_version,
+                              advantages=pad + adv.tolist(), policy_version=policy_version,
                               mask=[0] * len(g.prompt_ids) + [1] * len(c.token_ids))]
             if flow.mask_truncated and c.finish_reason == "length":
                 made = [masked(d) for d in made]
-                truncated[0] += 1
-                truncated[1] += len(c.token_ids)
+                masked_completions += 1
+                masked_tokens += len(c.token_ids)
             datums += made
-    if flow.mask_truncated:
-        metrics.update({"overlong/masked_completions": float(truncated[0]),
-                        "overlong/masked_tokens": float(truncated[1])})
-    return StepAdvantages(datums, metrics, correct, total, sepa)
+    if not flow.mask_truncated:
+        return datums, {}
+    return datums, {"overlong/masked_completions": float(masked_completions),
+                    "overlong/masked_tokens": float(masked_tokens)}
 
 
 def _members(g: Group, tl_grpo: bool) -> list[int]:
@@ -172,7 +218,7 @@ def _members(g: Group, tl_grpo: bool) -> list[int]:
     return list(range(len(g.completions)))
 
 
-def _echo(flow: Flow, kept: Sequence[tuple[Group, list[int]]]
+def _echo(flow: Flow, kept: Sequence[Kept]
           ) -> tuple[list[list[list[list[float]]]], dict[str, float]] | None:
     """ECHO weights per kept group, per member episode, per segment (None: ECHO off or no
     multi-turn group)."""

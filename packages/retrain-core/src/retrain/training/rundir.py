@@ -15,9 +15,8 @@ from pathlib import Path
 from retrain.config.schema import TrainConfig
 from retrain.errors import RunStopped, UserError
 from retrain.io.layout import METRICS
-from retrain.training.interrupt import RunInterrupted
 from retrain.training.log import RunLog
-from retrain.training.meta import run_meta
+from retrain.training.meta import RunStatus
 from retrain.training.state import STATE_FILE, TrainerState, read_state
 
 
@@ -78,26 +77,19 @@ def prepare(config: TrainConfig, log: RunLog) -> Start:
 
 
 @contextlib.contextmanager
-def running(config: TrainConfig, log: RunLog, config_path: str = "", *, world_size: int = 1) -> Iterator[Start]:
+def running(config: TrainConfig, log: RunLog, status: RunStatus) -> Iterator[Start]:
     """Start or resume the run in `log`'s directory for the duration of the block: run.pid and
     a "running" run_meta.json while it runs; an exception that escapes closes the logs with
     exit code 1 and records run_meta.json "failed" with its type and message (an interrupt
-    the run stopped at cleanly: "interrupted")."""
+    the run stopped at cleanly: "interrupted"). `status` writes through `log`."""
     start = prepare(config, log)
     log.write_pid()
     try:
-        log.write_meta(run_meta(config, status="running", config_path=config_path, world_size=world_size))
+        status.running()
         yield start
-    except RunInterrupted as exc:
-        log.close(exit_code=exc.exit_code)
-        log.write_meta(run_meta(config, status="interrupted", config_path=config_path, error=str(exc),
-                                world_size=world_size))
-        raise
     except BaseException as exc:
         log.close(exit_code=exc.exit_code if isinstance(exc, RunStopped) else 1)
-        log.write_meta(run_meta(config, status="failed", config_path=config_path,
-                                failure=f"exception:{type(exc).__name__}", error=str(exc),
-                                world_size=world_size))
+        status.ended_by(exc)
         raise
     finally:
         log.clear_pid()

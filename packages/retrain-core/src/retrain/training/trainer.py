@@ -5,7 +5,7 @@
 3. sample and score rollouts                           retrain.training.producer (rollouts.collect)
 4. build train datums                                  retrain.training.rollouts.advantages
 5. train                                               backend.train_step
-6. record state and logs                               retrain.training.log (rows: telemetry)
+6. record state and logs                               retrain.training.record (rows: telemetry)
    and, when due, evaluate on held-out problems         retrain.evaluation
 """
 
@@ -22,6 +22,7 @@ from retrain.backends.create import capabilities, create_backend, require_runnab
 from retrain.backends.protocol import TrainBackend
 from retrain.config.schema import TrainConfig
 from retrain.config.sft_loss import effective_sft_loss
+from retrain.config.validate.trace import trace
 from retrain.data.source import load_examples
 from retrain.errors import UserError
 from retrain.evaluation.evaluate import Problem, encode_problems, evaluate
@@ -30,17 +31,16 @@ from retrain.evaluation.settings import EvalPlan
 from retrain.io.layout import FINAL, checkpoint_name
 from retrain.process.world import World, current_world
 from retrain.training import faults
-from retrain.training.backpressure import adjust
 from retrain.training.console import PlainReporter, Reporter, eval_line
 from retrain.training.dapo.dynamic import DynamicSampling
 from retrain.training.flow import Flow, build_flow
 from retrain.training.follower import FollowerLog, SilentReporter
 from retrain.training.interrupt import RunInterrupted, StopRequest, resume_command
 from retrain.training.log import RunLog
-from retrain.training.meta import run_meta
-from retrain.training.preflight import trace
+from retrain.training.meta import RunStatus
 from retrain.training.producer import RolloutProducer
 from retrain.training.prompts import PromptCursor
+from retrain.training.record import TrainedStep, record_step
 from retrain.training.result import RunResult
 from retrain.training.resume import resume_contract
 from retrain.training.reward_faults import RewardFaults
@@ -49,13 +49,7 @@ from retrain.training.rundir import Start, running
 from retrain.training.sft.batches import SftBatches, schedule_state
 from retrain.training.sft.data import SftData, load_sft_data, sft_cap
 from retrain.training.state import TrainerState
-from retrain.training.telemetry import (
-    StepTimes,
-    WarmupRow,
-    backend_counters,
-    sequence_tokens,
-    step_row,
-)
+from retrain.training.telemetry import WarmupRow, backend_counters
 from retrain.training.wandb import create_wandb_sink
 from retrain.training.warmup import WarmupData, warmup_batch_size, warmup_lr
 
@@ -107,13 +101,14 @@ class Trainer:
                          warmup_steps=c.training.sft_warmup_steps) if self.world.leader else FollowerLog(
                 c.logging.log_dir, warmup_steps=c.training.sft_warmup_steps)
             cleanup.callback(log.close)
-            start = cleanup.enter_context(running(c, log, self.config_path, world_size=self.world.size))
+            status = RunStatus(c, config_path=self.config_path, world_size=self.world.size, write=log.write_meta)
+            start = cleanup.enter_context(running(c, log, status))
             run = self._open(flow, log, start, cleanup)
             self.stop = cleanup.enter_context(StopRequest(self.reporter.message).installed(not self.world.distributed))
             if run.state.phase == "sft":
                 self._warmup(run)
             self._rl(run)
-            return self._finish(run, started)
+            return self._finish(run, status, started)
         raise AssertionError("unreachable")  # ExitStack does not swallow exceptions
 
     # -- setup / cleanup -------------------------------------------------------------------
@@ -172,7 +167,7 @@ class Trainer:
                               self.reporter.message)
         return Run(flow, log, state, backend, cursor, caps, sizes, producer, held_out, sft_data, faults)
 
-    def _finish(self, run: Run, started: float) -> RunResult:
+    def _finish(self, run: Run, status: RunStatus, started: float) -> RunResult:
         c, state = self.config, run.state
         final = run.backend.save_adapter(str(Path(c.backend.adapter_path) / FINAL))
         state.checkpoint_name, state.checkpoint_path = FINAL, final
@@ -193,8 +188,7 @@ class Trainer:
             summary["mean_reward"] = window.mean()
         if c.training.dynamic_sampling:
             summary["dynamic_sampling"] = state.dynamic_sampling.summary()
-        run.log.write_meta(run_meta(c, status="succeeded", config_path=self.config_path, policy_ref=final,
-                                    last_row=run.log.last_row, world_size=self.world.size))
+        status.succeeded(final, last_row=run.log.last_row)
         self.reporter.finish(summary)
         return RunResult(c.logging.log_dir, final, state.step + 1, summary)
 
@@ -248,32 +242,23 @@ class Trainer:
             else:
                 out, train_s = train_on(run.backend, adv, t.lr, t.weight_decay)
                 captured = {}
-            run.state.count(adv.correct, adv.total)
-            if rollouts.fill is not None:
-                run.state.dynamic_sampling.add(rollouts.fill)
-            times = StepTimes(time.perf_counter() - t0, rollouts.sample_time_s, train_s)
-            sizes, bp_metrics = adjust(run.flow.backpressure, self.config.backpressure.enabled, run.sizes,
-                                       sequence_tokens(rollouts), times.step_s, skipped=out is None)
-            row = step_row(self.config, step=step, condition=run.flow.condition, caps=run.caps, rollouts=rollouts,
-                           adv=adv, out=out, running_correct_rate=run.state.running_correct_rate, sizes=run.sizes,
-                           times=times, runtime={**backend_counters(run.backend), "world_size": self.world.size},
-                           backpressure=bp_metrics)
-            row.update(captured)
-            run.log.record_step(row, rollouts, step, correct=adv.correct, total=adv.total)
-            run.sizes = sizes
-            run.state.rl_step_done(step, run.producer.committed_index, sizes, row["mean_reward"])
-            self.reporter.step(step, t.max_steps, row)
-            failed = int(row.get("reward_errors", 0.0) + row.get("reward_timeouts", 0.0))
+            self._step_done(run, TrainedStep(step, t0, rollouts, adv, out, train_s, run.producer.committed_index,
+                                             captured))
+
+    def _step_done(self, run: Run, trained: TrainedStep) -> None:
+        """Record the step (retrain.training.record), then: evaluate when due, the fault point,
+        the scheduled checkpoint, the stop when the reward error budget is spent, an interrupt."""
+        step = trained.step
+        recorded = record_step(self.config, run, trained, self.reporter, world_size=self.world.size)
+        self._evaluate(run, step + 1)
+        faults.crash_if("after_step", step)
+        self._maybe_checkpoint(run, step)
+        if recorded.over_budget:
             assert run.faults is not None
-            over_budget = run.faults.observe(step, rollouts.reward_faults, failed, int(rollouts.rewards.size))
-            self._evaluate(run, step + 1)
-            faults.crash_if("after_step", step)
-            self._maybe_checkpoint(run, step)
-            if over_budget:
-                saved = self._checkpoint_unless_saved(run, step)
-                raise run.faults.budget_error(failed, int(rollouts.rewards.size), saved,
-                                              f"resume with: {resume_command(self.config.logging.log_dir)}")
-            self._stop_if_asked(run, step)
+            saved = self._checkpoint_unless_saved(run, step)
+            raise run.faults.budget_error(recorded.failed, int(trained.rollouts.rewards.size), saved,
+                                          self._resume_hint())
+        self._stop_if_asked(run, step)
 
     def _captured_step(self, run: Run, adv: Any) -> tuple[Any, float, dict[str, str]]:
         """The step's update, with its exact inputs and outputs captured
@@ -334,8 +319,10 @@ class Trainer:
             return
         saved = self._checkpoint_unless_saved(run, step, phase)
         where = f"warmup step {step}" if phase == "warmup" else f"step {step}"
-        raise RunInterrupted(f"interrupted after {where}; checkpoint saved: {saved}",
-                             hint=f"resume with: {resume_command(self.config.logging.log_dir)}")
+        raise RunInterrupted(f"interrupted after {where}; checkpoint saved: {saved}", hint=self._resume_hint())
+
+    def _resume_hint(self) -> str:
+        return f"resume with: {resume_command(self.config.logging.log_dir)}"
 
 
 def run_rl(config: TrainConfig, reporter: Reporter | None = None, *, config_path: str = "") -> RunResult:

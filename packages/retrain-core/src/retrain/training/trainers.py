@@ -1,9 +1,12 @@
 """Which trainer runs a config.
 
-`[training] trainer` names a built-in, found through the registry's `trainer` kind
-(retrain.registry.builtin.TARGETS: each target is a function `(config, reporter, *,
-config_path) -> RunResult`), or a dotted path to a plugin factory (retrain.training.runner.plugin).
-Adding a built-in trainer is one module with such a function plus one registry line.
+`[training] trainer` names a trainer of the registry's `trainer` kind: a built-in
+(retrain.registry.builtin.TARGETS), a name registered at run time, or an entry point of group
+`retrain.trainers` in an installed distribution. Each is a function `(config, reporter, *,
+config_path) -> RunResult` that runs the whole run and records its state in run_meta.json
+through `retrain.training.meta.RunStatus`. A dotted path names a plugin factory instead
+(retrain.training.runner.plugin). Adding a trainer is one module with such a function plus one
+line: in TARGETS for a built-in, in its distribution's entry points otherwise.
 """
 
 from __future__ import annotations

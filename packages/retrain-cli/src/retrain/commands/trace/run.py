@@ -15,8 +15,8 @@ from retrain.commands.errors import CommandFailed
 from retrain.commands.machine import machine_warnings
 from retrain.config import load_config
 from retrain.config.schema import TrainConfig
+from retrain.config.validate.trace import TraceReport, trace
 from retrain.errors import UserError
-from retrain.training.preflight import TraceReport, trace
 
 
 def render_text(report: TraceReport, probe: str = "") -> str:

@@ -4,9 +4,15 @@
 filled with defaults), the errors and the warnings. Passes: built (keys, values and options
 that nothing reads yet are refused), bounds (single fields and cross-field rules), ratio (a
 truncating sampler with a loss that reads the policy ratio), evaluation (`[eval]`), discover
-(`trainer = "ttt_discover"`), modes (algorithm selectors), runtime (backend, environment,
-devices), plugins (dotted paths import); then the warnings: keys of a feature the
-config leaves off (inert) and settings that are legal but probably unmeant (warn).
+(`trainer = "ttt_discover"`), modes (algorithm selectors), runtime (model, devices, backend,
+environment, selectors), plugins (dotted paths import); then the warnings: keys of a feature the
+config leaves off (inert) and settings that are legal but probably unmeant (warn). A rule that
+depends on the backend asks its declared capabilities (backend), never its name.
+
+The preflight of a loaded config's flow is `trace.trace(config)` (`retrain trace`, and the RL
+trainer at start): it builds what the run would use (preflight), checks the dependencies, the
+algorithm against the backend (compat) and runs the pipeline on synthetic groups (probe). It
+is kept out of `validate`, which loading runs: it builds the reward and the advantage pipeline.
 """
 
 from __future__ import annotations

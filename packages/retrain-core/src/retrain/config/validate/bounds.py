@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Callable
 
 from retrain.backends.objective import clip_band
 from retrain.config.errors import ConfigIssue
 from retrain.config.fields import all_fields, by_flat, get_value, parse_devices
 from retrain.config.schema import TrainConfig
+from retrain.config.validate.backend import backend_capabilities
 from retrain.config.validate.built import NOT_BUILT_TEXT
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -27,12 +29,18 @@ def lab(flat: str) -> str:
     return by_flat()[flat].label
 
 
+def _issue(flat: str, message: str, hint: str = "") -> ConfigIssue:
+    return ConfigIssue(message, key=lab(flat), hint=hint)
+
+
 def check_bounds(c: TrainConfig) -> list[ConfigIssue]:
+    """Every rule's issues, in the order of `_RULES`."""
+    return [issue for rule in _RULES for issue in rule(c)]
+
+
+def _fields(c: TrainConfig) -> list[ConfigIssue]:
+    """Each field against its own range; the hint is the default when that is in range."""
     issues: list[ConfigIssue] = []
-
-    def err(flat: str, message: str, hint: str = "") -> None:
-        issues.append(ConfigIssue(message, key=lab(flat), hint=hint))
-
     for spec in all_fields():
         value = get_value(c, spec)
         problem = spec.check_bounds(value)
@@ -40,92 +48,117 @@ def check_bounds(c: TrainConfig) -> list[ConfigIssue]:
             default = spec.default
             hint = f"{spec.key} = {default!r}" if spec.check_bounds(default) is None else ""
             issues.append(ConfigIssue(f"{value!r} {problem}", key=spec.label, hint=hint))
+    return issues
 
-    t, e = c.training, c.echo
+
+def _clipping(c: TrainConfig) -> list[ConfigIssue]:
+    t = c.training
+    issues: list[ConfigIssue] = []
     # cispo reads clip_eps = 0 as "no lower bound" (retrain.backends.objective)
     if t.clip_eps_high > 0 and t.clip_eps <= 0 and t.policy_loss_mode != "cispo":
-        err("clip_eps_high", "needs clip_eps > 0", "clip_eps = 0.2")
+        issues.append(_issue("clip_eps_high", "needs clip_eps > 0", "clip_eps = 0.2"))
     if t.policy_loss_mode == "cispo" and clip_band("cispo", t.clip_eps, t.clip_eps_high) is None:
-        err("policy_loss_mode", "'cispo' clips its importance weight at 1 + clip_eps_high (and at 1 - clip_eps "
-            "from below), and both are 0", "clip_eps_high = 4.0 (a cap of 5, TRL's epsilon_high for cispo)")
+        issues.append(_issue("policy_loss_mode", "'cispo' clips its importance weight at 1 + clip_eps_high (and at "
+                             "1 - clip_eps from below), and both are 0",
+                             "clip_eps_high = 4.0 (a cap of 5, TRL's epsilon_high for cispo)"))
     if t.importance_sampling_level == "sequence" and t.policy_loss_mode in ("kl_cov", "clip_cov"):
-        err("importance_sampling_level", f"'sequence' with policy_loss_mode = {t.policy_loss_mode!r} is "
-            f"{NOT_BUILT_TEXT} (it picks tokens by their own ratio); sequence ratios work with standard, "
-            "cispo and sapo", 'importance_sampling_level = "token"')
+        issues.append(_issue("importance_sampling_level", f"'sequence' with policy_loss_mode = "
+                             f"{t.policy_loss_mode!r} is {NOT_BUILT_TEXT} (it picks tokens by their own ratio); "
+                             "sequence ratios work with standard, cispo and sapo", 'importance_sampling_level = "token"'))
     if t.clip_cov_min >= t.clip_cov_max:
-        err("clip_cov_min", f"{t.clip_cov_min} must be < clip_cov_max ({t.clip_cov_max})")
+        issues.append(_issue("clip_cov_min", f"{t.clip_cov_min} must be < clip_cov_max ({t.clip_cov_max})"))
+    return issues
+
+
+def _sft_pins(c: TrainConfig) -> list[ConfigIssue]:
+    """Hashes are sha256s; an audit file comes with its hash and needs the SFT data it audits."""
+    t = c.training
+    issues: list[ConfigIssue] = []
     for flat in ("sft_data_sha256", "sft_audit_sha256", "sft_token_audit_sha256",
                  "optimizer_batch_expected_logical_sha256", "optimizer_batch_expected_manifest_sha256"):
         value = get_value(c, by_flat()[flat]).strip().lower()
         if value and not _HEX64.match(value):
-            err(flat, f"{value!r} is not a sha256 (64 hex characters)")
+            issues.append(_issue(flat, f"{value!r} is not a sha256 (64 hex characters)"))
     for path_flat, sha_flat in (("sft_audit_path", "sft_audit_sha256"),
                                 ("sft_token_audit_path", "sft_token_audit_sha256")):
         path, sha = get_value(c, by_flat()[path_flat]), get_value(c, by_flat()[sha_flat])
         if bool(path) != bool(sha):
-            err(path_flat, f"{path_flat} and {sha_flat} must be set together")
+            issues.append(_issue(path_flat, f"{path_flat} and {sha_flat} must be set together"))
         if path and not t.sft_data_path:
-            err(path_flat, "needs sft_data_path")
+            issues.append(_issue(path_flat, "needs sft_data_path"))
     if t.sft_token_audit_path and not (c.model.revision and c.model.local_files_only):
-        err("sft_token_audit_path", "needs [model] revision and local_files_only = true")
+        issues.append(_issue("sft_token_audit_path", "needs [model] revision and local_files_only = true"))
+    return issues
+
+
+def _sft_data(c: TrainConfig) -> list[ConfigIssue]:
+    """Who reads sft_data_path (trainer = sft, or the RL trainer's warmup) and how its rows are ordered."""
+    t = c.training
+    issues: list[ConfigIssue] = []
     if t.trainer == "sft" and not t.sft_data_path:
-        err("sft_data_path", "trainer = sft needs an SFT data file", 'sft_data_path = "data/sft.jsonl"')
+        issues.append(_issue("sft_data_path", "trainer = sft needs an SFT data file", 'sft_data_path = "data/sft.jsonl"'))
     if t.trainer == "sft" and t.sft_warmup_steps:
-        err("sft_warmup_steps", "is the RL trainer's warmup; trainer = sft trains max_steps supervised steps",
-            "remove it, or set max_steps")
+        issues.append(_issue("sft_warmup_steps", "is the RL trainer's warmup; trainer = sft trains max_steps "
+                             "supervised steps", "remove it, or set max_steps"))
     if t.trainer == "retrain" and t.sft_data_path and not t.sft_warmup_steps:
-        err("sft_data_path", "is read by trainer = sft or by the RL trainer's warmup, and sft_warmup_steps is 0",
-            'trainer = "sft", or sft_warmup_steps = N')
+        issues.append(_issue("sft_data_path", "is read by trainer = sft or by the RL trainer's warmup, and "
+                             "sft_warmup_steps is 0", 'trainer = "sft", or sft_warmup_steps = N'))
     if t.trainer != "sft" and not t.sft_data_path:
         for flat, default in (("sft_batch_order", "shuffle"), ("sft_length_bucket_size", 0),
                               ("sft_reshuffle_each_epoch", False), ("sft_data_sha256", ""), ("sft_data_rows", 0)):
             if get_value(c, by_flat()[flat]) != default:
-                err(flat, f"ordering or pinning the warmup's [data] prompts is {NOT_BUILT_TEXT} (it orders and "
-                          "pins the rows of sft_data_path, which is not set)",
-                    'sft_data_path = "data/sft.jsonl", or remove it; warmup takes the [data] prompts in order')
+                issues.append(_issue(flat, f"ordering or pinning the warmup's [data] prompts is {NOT_BUILT_TEXT} (it "
+                                     "orders and pins the rows of sft_data_path, which is not set)",
+                                     'sft_data_path = "data/sft.jsonl", or remove it; warmup takes the [data] '
+                                     "prompts in order"))
     if t.sft_length_bucket_size and t.sft_batch_order != "length_bucket":
-        err("sft_length_bucket_size", f"applies to sft_batch_order = 'length_bucket', not {t.sft_batch_order!r}",
-            'sft_batch_order = "length_bucket", or remove it')
-    if t.trainer == "command" and not t.trainer_command.strip():
-        err("trainer_command", "trainer = command needs a command template",
-            'trainer_command = "python train.py --config {config_path} --out {adapter_path}"')
-    elif t.trainer_command and t.trainer != "command":
-        err("trainer_command", "only used with trainer = command")
-    elif t.trainer_command:
-        try:
-            unknown = unknown_placeholders(t.trainer_command)
-        except ValueError as exc:
-            err("trainer_command", f"is not a valid template ({exc}); write literal braces as {{{{ and }}}}")
-        else:
-            if unknown:
-                err("trainer_command", f"unknown placeholder {{{unknown[0]}}} (available: "
-                    f"{', '.join('{' + p + '}' for p in PLACEHOLDERS)})")
-    if e.enabled and e.weight <= 0:
-        err("echo_weight", "ECHO is enabled but its weight is 0", "weight = 0.05")
-    if e.require_live_observation_bridge and not e.enabled:
-        err("echo_require_live_observation_bridge", "needs [echo] enabled = true")
-    if e.target_retention == "all" and e.entropy_floor != 0.0:
-        err("echo_target_retention", "'all' needs [echo] entropy_floor = 0.0")
-    lg = c.logging
-    if lg.checkpoint_artifacts == "wandb":
-        if not lg.wandb_project:
-            err("checkpoint_artifacts", "'wandb' needs [logging] wandb_project")
-        if t.save_every <= 0:
-            err("checkpoint_artifacts", "'wandb' needs [training] save_every > 0")
-    if t.tl_grpo:
-        if t.tl_grpo_branch_mode not in ("action_space", "llm"):
-            err("tl_grpo_branch_mode", f"{t.tl_grpo_branch_mode!r} must be action_space or llm")
-        if not 0 < t.tl_grpo_ema_decay < 1:
-            err("tl_grpo_ema_decay", f"{t.tl_grpo_ema_decay} must be in (0, 1) when tl_grpo is on")
-        if t.tl_grpo_branch_size < 2:
-            err("tl_grpo_branch_size", f"{t.tl_grpo_branch_size} must be >= 2 when tl_grpo is on")
-    bp = c.backpressure
-    if bp.min_batch_size > bp.max_batch_size:
-        err("bp_min_batch_size", f"{bp.min_batch_size} must be <= max_batch_size ({bp.max_batch_size})")
-    issues += _inference(c)
-    issues += _optimizer_batch(c)
-    issues += _dapo(c)
+        issues.append(_issue("sft_length_bucket_size", f"applies to sft_batch_order = 'length_bucket', not "
+                             f"{t.sft_batch_order!r}", 'sft_batch_order = "length_bucket", or remove it'))
     return issues
+
+
+def _trainer_command(c: TrainConfig) -> list[ConfigIssue]:
+    t = c.training
+    if t.trainer == "command" and not t.trainer_command.strip():
+        return [_issue("trainer_command", "trainer = command needs a command template",
+                       'trainer_command = "python train.py --config {config_path} --out {adapter_path}"')]
+    if t.trainer_command and t.trainer != "command":
+        return [_issue("trainer_command", "only used with trainer = command")]
+    if not t.trainer_command:
+        return []
+    try:
+        unknown = unknown_placeholders(t.trainer_command)
+    except ValueError as exc:
+        return [_issue("trainer_command", f"is not a valid template ({exc}); write literal braces as {{{{ and }}}}")]
+    if unknown:
+        return [_issue("trainer_command", f"unknown placeholder {{{unknown[0]}}} (available: "
+                       f"{', '.join('{' + p + '}' for p in PLACEHOLDERS)})")]
+    return []
+
+
+def _features(c: TrainConfig) -> list[ConfigIssue]:
+    """ECHO, W&B checkpoint artifacts, TL-GRPO and back-pressure."""
+    t, e, lg, bp = c.training, c.echo, c.logging, c.backpressure
+    checks = (
+        (e.enabled and e.weight <= 0, "echo_weight", "ECHO is enabled but its weight is 0", "weight = 0.05"),
+        (e.require_live_observation_bridge and not e.enabled, "echo_require_live_observation_bridge",
+         "needs [echo] enabled = true", ""),
+        (e.target_retention == "all" and e.entropy_floor != 0.0, "echo_target_retention",
+         "'all' needs [echo] entropy_floor = 0.0", ""),
+        (lg.checkpoint_artifacts == "wandb" and not lg.wandb_project, "checkpoint_artifacts",
+         "'wandb' needs [logging] wandb_project", ""),
+        (lg.checkpoint_artifacts == "wandb" and t.save_every <= 0, "checkpoint_artifacts",
+         "'wandb' needs [training] save_every > 0", ""),
+        (t.tl_grpo and t.tl_grpo_branch_mode not in ("action_space", "llm"), "tl_grpo_branch_mode",
+         f"{t.tl_grpo_branch_mode!r} must be action_space or llm", ""),
+        (t.tl_grpo and not 0 < t.tl_grpo_ema_decay < 1, "tl_grpo_ema_decay",
+         f"{t.tl_grpo_ema_decay} must be in (0, 1) when tl_grpo is on", ""),
+        (t.tl_grpo and t.tl_grpo_branch_size < 2, "tl_grpo_branch_size",
+         f"{t.tl_grpo_branch_size} must be >= 2 when tl_grpo is on", ""),
+        (bp.min_batch_size > bp.max_batch_size, "bp_min_batch_size",
+         f"{bp.min_batch_size} must be <= max_batch_size ({bp.max_batch_size})", ""),
+    )
+    return [_issue(flat, message, hint) for refuse, flat, message, hint in checks if refuse]
 
 
 #: DAPO's keys (retrain.training.dapo): read by the RL loop, and but for dynamic sampling
@@ -160,28 +193,28 @@ def _dapo(c: TrainConfig) -> list[ConfigIssue]:
 
 
 def _inference(c: TrainConfig) -> list[ConfigIssue]:
-    inf, t = c.inference, c.training
+    inf, t, caps = c.inference, c.training, backend_capabilities(c)
     issues: list[ConfigIssue] = []
     server = inf.engine != "pytorch"
     if inf.url and not re.match(r"^https?://[^/\s]+", inf.url):
         issues.append(ConfigIssue(f"{inf.url!r} must be an http:// or https:// URL", key=lab("inference_url"),
                                   hint='url = "http://127.0.0.1:8000"'))
-    # the Tinker service samples from saved sampler weights, apart from the ones that train
-    if t.max_async_level > 0 and not server and c.backend.backend != "tinker":
+    # a remote service samples from saved sampler weights, apart from the ones that train
+    if t.max_async_level > 0 and not server and not caps.remote_service:
         issues.append(ConfigIssue(
             'needs an inference server: the in-process engine = "pytorch" samples the very weights that train',
             key=lab("max_async_level"), hint='engine = "vllm" with url = ..., or max_async_level = 0'))
     if t.max_async_level > 0 and c.backpressure.enabled:
         issues.append(ConfigIssue("cannot run with back-pressure: the next batch is sampled before this step's "
                                   "timing sizes it", key=lab("max_async_level"), hint="[backpressure] enabled = false"))
-    if server and c.backend.backend != "local":
+    if server and not caps.inference_servers:
         issues.append(ConfigIssue(f"{inf.engine!r} samples for backend = local only (got {c.backend.backend!r})",
                                   key=lab("inference_engine")))
     if server and str(c.backend.options.get("train_full_model", "false")).lower() in ("true", "1", "yes", "on"):
         issues.append(ConfigIssue(f"{inf.engine!r} receives the trained weights as a LoRA adapter after every step; "
                                   "train_full_model = true has none", key=lab("inference_engine"),
                                   hint='engine = "pytorch", or train LoRA'))
-    if inf.importance_sampling_correction and c.backend.backend != "local":
+    if inf.importance_sampling_correction and not caps.sampler_correction:
         issues.append(ConfigIssue("needs backend = local (the correction weights the local policy loss)",
                                   key=lab("importance_sampling_correction")))
     return issues
@@ -216,7 +249,7 @@ def _optimizer_batch(c: TrainConfig) -> list[ConfigIssue]:
                 f"{item!r} is not allowed (allowed: {', '.join(OPTIMIZER_BATCH_ALLOWED_DIFFERENCES)})")
     if ob.capture or replay:
         checks = [
-            (c.backend.backend == "local", "needs backend = local"),
+            (backend_capabilities(c).optimizer_batch, "needs backend = local"),
             (c.inference.engine == "pytorch", "needs engine = pytorch"),
             (len(parse_devices(c.backend.devices)) == 1, "needs exactly one device"),
             (t.max_steps == 1, "needs max_steps = 1"),
@@ -232,3 +265,8 @@ def _optimizer_batch(c: TrainConfig) -> list[ConfigIssue]:
             if not ok:
                 err(owner, f"optimizer-batch capture/replay {message}")
     return issues
+
+
+_RULES: tuple[Callable[[TrainConfig], list[ConfigIssue]], ...] = (
+    _fields, _clipping, _sft_pins, _sft_data, _trainer_command, _features, _inference, _optimizer_batch, _dapo,
+)

@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 
 from retrain.config.errors import ConfigIssue, did_you_mean
-from retrain.config.schema import TrainConfig
+from retrain.config.schema import AlgorithmConfig, TrainConfig
 from retrain.plugins.resolve import is_dotted
 from retrain.registry import builtin
 from retrain.registry.entry_points import names as entry_point_names
@@ -58,8 +58,28 @@ def _kind_hint(value: str) -> str:
 
 
 def check_modes(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
-    issues: list[ConfigIssue] = []
+    """The algorithm with its uncertainty kind canonical (in every table that overrides it too)."""
     a = c.algorithm
+    issues = _selectors(a)
+    kind = canonical_uncertainty(a.uncertainty_kind)
+    if kind is None:
+        issues.append(ConfigIssue(
+            f"unknown uncertainty kind {a.uncertainty_kind!r}", key="[algorithm] uncertainty_kind",
+            hint=_kind_hint(a.uncertainty_kind)))
+        return c, issues
+    transform_params, algorithm_params, holders, table_issues = _override_tables(a)
+    issues += table_issues
+    override, override_issues = _canonical_overrides(holders)
+    issues += override_issues
+    kind, kind_issues = _reconcile(a, kind, override)
+    issues += kind_issues
+    algorithm = msgspec.structs.replace(a, uncertainty_kind=kind, transform_params=transform_params,
+                                        params=algorithm_params)
+    return msgspec.structs.replace(c, algorithm=algorithm), issues
+
+
+def _selectors(a: AlgorithmConfig) -> list[ConfigIssue]:
+    issues: list[ConfigIssue] = []
     groups = builtin.ENTRY_POINT_GROUPS
     if a.algorithm_mode and (problem := check_selector(a.algorithm_mode, builtin.ALGORITHM_MODES, None,
                                                        "[algorithm] algorithm_mode", "algorithm_mode")):
@@ -70,28 +90,36 @@ def check_modes(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
     ):
         if problem := check_selector(value, names, group, f"[algorithm] {key}", key):
             issues.append(problem)
+    return issues
 
-    kind = canonical_uncertainty(a.uncertainty_kind)
-    if kind is None:
-        issues.append(ConfigIssue(
-            f"unknown uncertainty kind {a.uncertainty_kind!r}", key="[algorithm] uncertainty_kind",
-            hint=_kind_hint(a.uncertainty_kind)))
-        return c, issues
 
+_Holders = list[tuple[str, dict[str, Any]]]
+
+
+def _override_tables(a: AlgorithmConfig) -> tuple[dict[str, Any], dict[str, Any], _Holders, list[ConfigIssue]]:
+    """Copies of the transform and algorithm params, and the (label, table) pairs among them
+    that may override the uncertainty kind: the transform params, and with an algorithm_mode
+    its params; a nested params.transform_params table either way."""
+    issues: list[ConfigIssue] = []
     transform_params = dict(a.transform_params)
     algorithm_params = dict(a.params)
     nested = algorithm_params.get("transform_params")
     if nested is not None and not isinstance(nested, dict):
         issues.append(ConfigIssue("must be a table", key="[algorithm.params] transform_params"))
         nested = None
-    holders: list[tuple[str, dict[str, Any]]] = [("[algorithm.transform_params]", transform_params)]
+    holders: _Holders = [("[algorithm.transform_params]", transform_params)]
     if a.algorithm_mode:
         holders.append(("[algorithm.params]", algorithm_params))
     if isinstance(nested, dict):
         nested = dict(nested)
         algorithm_params["transform_params"] = nested
         holders.append(("[algorithm.params.transform_params]", nested))
+    return transform_params, algorithm_params, holders, issues
 
+
+def _canonical_overrides(holders: _Holders) -> tuple[tuple[str, str] | None, list[ConfigIssue]]:
+    """Canonicalise each override in place; the first one as (label, kind), or None."""
+    issues: list[ConfigIssue] = []
     override: tuple[str, str] | None = None
     for where, table in holders:
         for sel in _SELECTOR_KEYS:
@@ -109,14 +137,15 @@ def check_modes(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
                     f"conflicting uncertainty kinds: {override[0]} says {override[1]!r}, "
                     f"{where} {sel} says {canon!r}", key=f"{where} {sel}"))
             override = override or (f"{where} {sel}", canon)
-    if override is not None and override[1] != kind:
-        if kind == "surprisal" and a.uncertainty_kind.strip().lower() == "surprisal":
-            kind = override[1]
-        else:
-            issues.append(ConfigIssue(
-                f"conflicting uncertainty kinds: [algorithm] uncertainty_kind = {kind!r} but "
-                f"{override[0]} = {override[1]!r}", key="[algorithm] uncertainty_kind",
-                hint="set it in one place"))
-    algorithm = msgspec.structs.replace(a, uncertainty_kind=kind, transform_params=transform_params,
-                                        params=algorithm_params)
-    return msgspec.structs.replace(c, algorithm=algorithm), issues
+    return override, issues
+
+
+def _reconcile(a: AlgorithmConfig, kind: str, override: tuple[str, str] | None) -> tuple[str, list[ConfigIssue]]:
+    """An override wins over the default kind (surprisal, as written); any other kind must agree."""
+    if override is None or override[1] == kind:
+        return kind, []
+    if kind == "surprisal" and a.uncertainty_kind.strip().lower() == "surprisal":
+        return override[1], []
+    return kind, [ConfigIssue(
+        f"conflicting uncertainty kinds: [algorithm] uncertainty_kind = {kind!r} but "
+        f"{override[0]} = {override[1]!r}", key="[algorithm] uncertainty_kind", hint="set it in one place")]

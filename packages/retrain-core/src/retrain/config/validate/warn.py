@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from retrain.config.errors import ConfigIssue
 from retrain.config.schema import TrainConfig
+from retrain.config.validate.backend import backend_capabilities
 
 
 def collect_warnings(c: TrainConfig) -> list[ConfigIssue]:
@@ -25,7 +26,7 @@ def collect_warnings(c: TrainConfig) -> list[ConfigIssue]:
     if (samples := c.eval.n or c.eval.k) > 1 and c.eval.temperature == 0:
         out.append(ConfigIssue(f"{samples} samples per problem at temperature 0 are identical (greedy)",
                                key="[eval] temperature"))
-    if t.clip_eps > 0 and b.backend not in ("local", "unsloth", "tinker"):
+    if t.clip_eps > 0 and not backend_capabilities(c).ppo_clipping:
         out.append(ConfigIssue(f"backend {b.backend!r} may ignore PPO clipping", key="[training] clip_eps"))
     if c.logging.wandb_project and c.logging.checkpoint_artifacts == "auto":
         out.append(ConfigIssue("uploading checkpoints to W&B is not built yet in this version; they stay under "

@@ -20,11 +20,9 @@ from pathlib import Path
 from retrain.config.fields import flat_dict
 from retrain.config.schema import TrainConfig
 from retrain.io.atomic import write_json_atomic
-from retrain.io.layout import RUN_META
-from retrain.training.meta import run_meta
+from retrain.io.layout import COMMAND_CONFIG
+from retrain.training.meta import RunStatus
 from retrain.training.result import RunResult
-
-CONFIG_FILE = "retrain_config.json"
 
 
 class TrainerCommandFailed(RuntimeError):
@@ -40,23 +38,22 @@ def run_command(config: TrainConfig, *, config_path: str = "") -> tuple[str, str
     """Run the command; (adapter path, the command as run). Raises TrainerCommandFailed."""
     log_dir = Path(config.logging.log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
-    dumped = log_dir / CONFIG_FILE
+    dumped = log_dir / COMMAND_CONFIG
     write_json_atomic(dumped, flat_dict(config))
     command = render(config.training.trainer_command, config, dumped)
-    meta = log_dir / RUN_META
-    write_json_atomic(meta, run_meta(config, status="running", config_path=config_path))
-    code = subprocess.run(command, shell=True, check=False).returncode
-    adapter = config.backend.adapter_path
-    failure, error = "", ""
-    if code != 0:
-        failure, error = f"exit_code:{code}", f"trainer command exited with status {code}: {command}"
-    elif not Path(adapter).exists():
-        failure, error = "missing_policy_ref", f"trainer command exited 0 but left no adapter at {adapter}"
-    if failure:
-        write_json_atomic(meta, run_meta(config, status="failed", config_path=config_path, failure=failure,
-                                         error=error))
-        raise TrainerCommandFailed(error)
-    write_json_atomic(meta, run_meta(config, status="succeeded", config_path=config_path, policy_ref=adapter))
+    status = RunStatus(config, config_path=config_path)
+    with status.recorded():
+        code = subprocess.run(command, shell=True, check=False).returncode
+        adapter = config.backend.adapter_path
+        failure, error = "", ""
+        if code != 0:
+            failure, error = f"exit_code:{code}", f"trainer command exited with status {code}: {command}"
+        elif not Path(adapter).exists():
+            failure, error = "missing_policy_ref", f"trainer command exited 0 but left no adapter at {adapter}"
+        if failure:
+            status.failed(failure, error)
+            raise TrainerCommandFailed(error)
+    status.succeeded(adapter)
     return adapter, command
 
 

@@ -22,16 +22,15 @@ from retrain.backends.create import create_backend, require_runnable
 from retrain.config.schema import TrainConfig
 from retrain.errors import UserError
 from retrain.io.atomic import write_json_atomic
-from retrain.io.layout import FINAL, RUN_META
-from retrain.training.meta import run_meta
+from retrain.io.layout import FINAL, REPLAY_MANIFEST
+from retrain.training.meta import RunStatus
 from retrain.training.optimizer_batch.artifact import (
+    Artifact,
     config_difference,
     open_artifact,
     weights_digest,
 )
 from retrain.training.result import RunResult
-
-REPLAY_MANIFEST = "optimizer_batch_replay_manifest.json"
 
 
 class ReplayMismatch(RuntimeError):
@@ -46,9 +45,15 @@ def replay(config: TrainConfig, *, config_path: str = "") -> tuple[str, dict[str
     if difference:
         raise UserError(f"optimizer replay: {difference}")
     require_runnable(config)
-    log_dir = Path(config.logging.log_dir)
-    meta = log_dir / RUN_META
-    write_json_atomic(meta, run_meta(config, status="running", config_path=config_path))
+    status = RunStatus(config, config_path=config_path)
+    with status.recorded():
+        final, report = _replay(config, artifact, status)
+    status.succeeded(final)
+    return final, report
+
+
+def _replay(config: TrainConfig, artifact: Artifact, status: RunStatus) -> tuple[str, dict[str, Any]]:
+    """Steps 3 and 4; a mismatch is recorded as `replay_mismatch` and raised."""
     backend = create_backend(config)
     try:
         backend.load_checkpoint(str(artifact.initial))
@@ -64,14 +69,12 @@ def replay(config: TrainConfig, *, config_path: str = "") -> tuple[str, dict[str
               "final_adapter": final}
     report["loss_equal"] = out.loss == artifact.manifest["loss"]
     report["weights_equal"] = digest == artifact.manifest["updated_sha256"]
-    write_json_atomic(log_dir / REPLAY_MANIFEST, report)
+    write_json_atomic(Path(config.logging.log_dir) / REPLAY_MANIFEST, report)
     if not (report["loss_equal"] and report["weights_equal"]):
         error = (f"the replayed step differs from the captured one: loss {out.loss!r} vs {artifact.manifest['loss']!r}, "
                  f"weights {'equal' if report['weights_equal'] else 'different'}")
-        write_json_atomic(meta, run_meta(config, status="failed", config_path=config_path,
-                                         failure="replay_mismatch", error=error))
+        status.failed("replay_mismatch", error)
         raise ReplayMismatch(error)
-    write_json_atomic(meta, run_meta(config, status="succeeded", config_path=config_path, policy_ref=final))
     return final, report
 
 

@@ -7,15 +7,12 @@ summary; a returned string is taken as the final adapter's path.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from retrain.config.schema import TrainConfig
 from retrain.errors import UserError
-from retrain.io.atomic import write_json_atomic
-from retrain.io.layout import RUN_META
 from retrain.plugins.resolve import resolve
-from retrain.training.meta import run_meta
+from retrain.training.meta import RunStatus
 from retrain.training.result import RunResult
 
 
@@ -38,17 +35,10 @@ def load_trainer(config: TrainConfig) -> Any:
 def run_plugin(config: TrainConfig, *, config_path: str = "") -> Any:
     """Load and run the plugin, recording running / succeeded / failed in run_meta.json."""
     trainer = load_trainer(config)
-    meta = Path(config.logging.log_dir) / RUN_META
-    meta.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(meta, run_meta(config, status="running", config_path=config_path))
-    try:
+    status = RunStatus(config, config_path=config_path)
+    with status.recorded():
         result = trainer.run(config)
-    except BaseException as exc:
-        write_json_atomic(meta, run_meta(config, status="failed", config_path=config_path,
-                                         failure=f"exception:{type(exc).__name__}", error=str(exc)))
-        raise
-    policy = result if isinstance(result, str) else ""
-    write_json_atomic(meta, run_meta(config, status="succeeded", config_path=config_path, policy_ref=policy))
+    status.succeeded(result if isinstance(result, str) else "")
     return result
 
 

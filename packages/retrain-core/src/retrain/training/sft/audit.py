@@ -21,14 +21,16 @@ from typing import Any
 from retrain.config.schema import TrainConfig
 from retrain.config.snapshot import config_snapshot
 from retrain.io.atomic import write_json_atomic
+from retrain.io.layout import (
+    SFT_DATA_SNAPSHOT,
+    SFT_FINAL_MANIFEST,
+    SFT_MANIFEST,
+    SFT_RECOVERABILITY,
+    SFT_RESOLVED_CONFIG,
+)
 from retrain.training.sft.data import SftData, file_sha256, sft_cap
 from retrain.training.state import SftSchedule
 
-SNAPSHOT = "sft_data.snapshot.jsonl"
-RECOVERABILITY = "sft_data_recoverability.json"
-MANIFEST = "sft_manifest.json"
-FINAL_MANIFEST = "retrain_sft_manifest.json"
-RESOLVED_CONFIG = "resolved_config.json"
 SNAPSHOT_MAX_BYTES = 16 * 1024 * 1024
 SCHEMA_VERSION = 1
 
@@ -52,9 +54,9 @@ def _source(data: SftData) -> dict[str, Any]:
 
 
 def write_start(config: TrainConfig, data: SftData, log_dir: Path) -> None:
-    write_json_atomic(log_dir / RESOLVED_CONFIG, config_snapshot(config))
+    write_json_atomic(log_dir / SFT_RESOLVED_CONFIG, config_snapshot(config))
     copied, reason = False, ""
-    snapshot = log_dir / SNAPSHOT
+    snapshot = log_dir / SFT_DATA_SNAPSHOT
     if data.size > SNAPSHOT_MAX_BYTES:
         reason = f"the data ({data.size} bytes) is larger than the snapshot limit ({SNAPSHOT_MAX_BYTES})"
     else:
@@ -72,7 +74,7 @@ def write_start(config: TrainConfig, data: SftData, log_dir: Path) -> None:
         reason = "snapshot copied" if copied else "source tracked by git"
     elif not recoverable and not reason:
         reason = "no snapshot and the source is not tracked by git"
-    write_json_atomic(log_dir / RECOVERABILITY, {
+    write_json_atomic(log_dir / SFT_RECOVERABILITY, {
         "schema_version": SCHEMA_VERSION, "kind": "sft_data", **source, "snapshot_max_bytes": SNAPSHOT_MAX_BYTES,
         "copied": copied, "snapshot_path": str(snapshot) if copied else None, "recoverable": recoverable,
         "reason": reason})
@@ -94,5 +96,5 @@ def write_manifest(config: TrainConfig, data: SftData, log_dir: Path, final: Pat
         "first_loss": summary.get("first_loss"), "last_loss": summary.get("last_loss"),
         "final_weights": str(final),
     }
-    write_json_atomic(log_dir / MANIFEST, manifest)
-    write_json_atomic(final / FINAL_MANIFEST, manifest)
+    write_json_atomic(log_dir / SFT_MANIFEST, manifest)
+    write_json_atomic(final / SFT_FINAL_MANIFEST, manifest)

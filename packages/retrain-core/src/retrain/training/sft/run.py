@@ -28,7 +28,7 @@ from retrain.io.layout import FINAL, checkpoint_name
 from retrain.training import faults
 from retrain.training.console import PlainReporter, Reporter
 from retrain.training.log import RunLog
-from retrain.training.meta import run_meta
+from retrain.training.meta import RunStatus
 from retrain.training.result import RunResult
 from retrain.training.rundir import running
 from retrain.training.sft.audit import write_manifest, write_start
@@ -53,7 +53,8 @@ class SftTrainer:
         with contextlib.ExitStack() as cleanup:
             log = RunLog(c.logging.log_dir, log_generations=False)
             cleanup.callback(log.close)
-            start = cleanup.enter_context(running(c, log, self.config_path))
+            status = RunStatus(c, config_path=self.config_path, write=log.write_meta)
+            start = cleanup.enter_context(running(c, log, status))
             write_start(c, data, log.dir)
             backend: TrainBackend = create_backend(c)
             cleanup.callback(backend.close)
@@ -68,8 +69,7 @@ class SftTrainer:
             log.finish_state(start.state)
             summary.update({"elapsed_s": time.perf_counter() - started, "final_adapter": final,
                             "log_dir": c.logging.log_dir})
-            log.write_meta(run_meta(c, status="succeeded", config_path=self.config_path, policy_ref=final,
-                                    last_row=log.last_row))
+            status.succeeded(final, last_row=log.last_row)
             self.reporter.finish(summary)
             return RunResult(c.logging.log_dir, final, c.training.max_steps, summary)
         raise AssertionError("unreachable")  # ExitStack does not swallow exceptions

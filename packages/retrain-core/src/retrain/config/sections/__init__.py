@@ -1,0 +1,2 @@
+"""The `TrainConfig` sections, grouped by what they configure; `retrain.config.schema` re-exports
+every name."""

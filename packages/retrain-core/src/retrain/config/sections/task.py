@@ -1,0 +1,96 @@
+"""What a run learns and how it is scored: `[data]`, `[reward]`, `[environment]` and `[eval]`."""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar
+
+import msgspec
+
+from retrain.config.sections.base import F, JsonTable, Section
+
+
+class DataConfig(Section):
+    _prefix: ClassVar[str] = "data_"
+    source: Annotated[
+        str,
+        F(
+            "Prompt source: math (MATH, local path or hub), arithmetic (generated, offline), "
+            "an entry point, or a dotted path. Ignored when [environment] provider is set."
+        ),
+    ] = "math"
+    path: Annotated[
+        str, F("Local copy of the data (JSONL with problem/solution or prompt/reference rows); "
+               "for math, used instead of the hub.")
+    ] = ""
+    difficulty: Annotated[
+        int, F("arithmetic: digits per operand (1 = single-digit addition, 100 problems).", ge=1, le=6)
+    ] = 1
+
+
+class RewardConfig(Section):
+    _prefix: ClassVar[str] = "reward_"
+    type: Annotated[str, F("Reward: match, strict, partial, math, judge, custom, or a dotted path.")] = "match"
+    judge_model: Annotated[str, F("Judge model for type = judge (default gpt-4o-mini).")] = ""
+    custom_module: Annotated[str, F("Module of the custom reward (type = custom).")] = ""
+    custom_function: Annotated[str, F("Function of the custom reward: fn(response, reference).")] = "score"
+    timeout_s: Annotated[
+        float, F("Per-item reward deadline in seconds; a reward that overruns (or raises) scores 0 and is counted.", gt=0)
+    ] = 10.0
+    max_error_share: Annotated[
+        float, F("Stop the run when at least this share of a step's completions fail to score (the reward raises, "
+                 "overruns or returns no number) for max_error_steps steps in a row.", gt=0, le=1)
+    ] = 1.0
+    max_error_steps: Annotated[
+        int, F("Steps in a row at max_error_share that stop the run (a checkpoint is saved, exit status 3); "
+               "0 = never stop.", ge=0)
+    ] = 3
+
+
+class EnvironmentConfig(Section):
+    _prefix: ClassVar[str] = "environment_"
+    provider: Annotated[str, F("Environment provider: '' (none), verifiers, openenv, or an entry point.")] = ""
+    id: Annotated[str, F("Environment id (verifiers) or URL (openenv: http(s):// or ws(s)://).")] = ""
+    args: Annotated[
+        JsonTable, F("Environment arguments: a table, or a JSON object string.")
+    ] = msgspec.field(default_factory=dict)
+    max_turns: Annotated[int, F("Override the environment's max turns; -1 = no override.", ge=-1)] = -1
+    max_episode_tokens: Annotated[
+        int, F("verifiers multi-turn: an episode stops after the turn that brings its tokens (prompts and "
+               "replies) to this many; 0 = no limit.", ge=0)
+    ] = 0
+    auto_install: Annotated[bool, F("Install a missing verifiers environment package.")] = False
+    rollout_env_workers: Annotated[int, F("Concurrent environment workers.", ge=1)] = 1
+    rollout_buffer_size: Annotated[int, F("Rollout buffer; 0 = group size.", ge=0)] = 0
+
+
+class EvalConfig(Section):
+    _prefix: ClassVar[str] = "eval_"
+    every: Annotated[
+        int, F("Evaluate on held-out problems after every N RL steps; 0 = no periodic evaluation.", ge=0)
+    ] = 0
+    before_train: Annotated[
+        bool, F("Evaluate the starting policy (after any SFT warmup) before the first RL step, as step 0.")
+    ] = False
+    at_end: Annotated[
+        bool | None,
+        F("Evaluate the final policy after the last step; unset = true when every > 0. "
+          "Set alone it is the only evaluation."),
+    ] = None
+    k: Annotated[int, F("The k of pass@k and maj@k.", ge=1)] = 1
+    n: Annotated[
+        int, F("Samples drawn per problem, at least k; pass@1 and pass@k are estimated from them without "
+               "bias. 0 = k.", ge=0)
+    ] = 0
+    temperature: Annotated[
+        float, F("Sampling temperature; -1 = 0 (greedy) when one sample per problem is drawn, else "
+                 "[training] temperature.", ge=-1)
+    ] = -1.0
+    top_p: Annotated[float, F("Nucleus sampling mass; 0 = [training] top_p.", ge=0, le=1)] = 0.0
+    max_tokens: Annotated[int, F("Maximum new tokens per completion; 0 = [training] max_tokens.", ge=0)] = 0
+    max_examples: Annotated[int, F("Evaluate at most this many problems (the first ones); 0 = all.", ge=0)] = 0
+    pass_threshold: Annotated[float, F("A sample passes when its reward is at least this.")] = 1.0
+    data_path: Annotated[
+        str,
+        F("JSONL of prompt/reference rows to evaluate on; empty = the held-out split of the "
+          "[data] source (arithmetic and math have one)."),
+    ] = ""

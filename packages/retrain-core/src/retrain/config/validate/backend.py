@@ -1,0 +1,167 @@
+"""The backend: its catalog entry, its options, and what its declared capabilities allow.
+
+Every rule that depends on the backend asks its `BackendCapabilities` (retrain.backends.catalog),
+never its name: a plugin backend is judged by what it declares, with the catalog's defaults for
+what it leaves out, and an unknown name gets those defaults too (its own error says it is unknown).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from retrain.backends import catalog
+from retrain.backends.catalog import BackendCapabilities
+from retrain.backends.options import normalize_options
+from retrain.config.errors import ConfigIssue
+from retrain.config.schema import TrainConfig
+from retrain.config.validate.mode import available_hint
+from retrain.plugins.resolve import is_dotted
+
+_TRUE = ("true", "1", "yes", "on")
+
+
+def backend_entry(c: TrainConfig) -> catalog.BackendEntry | None:
+    """The catalog entry of `[backend] backend` (a dotted path's reads its hooks), or None when
+    the name is unknown."""
+    name = c.backend.backend
+    if is_dotted(name):
+        return catalog.dotted_plugin_entry(name, dict(c.backend.options))
+    return catalog.lookup(name)
+
+
+def capabilities_of(entry: catalog.BackendEntry | None) -> BackendCapabilities:
+    return entry.definition.capabilities if entry is not None else catalog.PLUGIN_DEFAULT_CAPABILITIES
+
+
+def backend_capabilities(c: TrainConfig) -> BackendCapabilities:
+    """What the configured backend declares it can do (the plugin defaults when unknown)."""
+    return capabilities_of(backend_entry(c))
+
+
+def builtins_with(flag: str) -> list[str]:
+    """Built-in backends that declare the capability `flag`, for messages that name them."""
+    return [n for n in catalog.BUILTIN_BACKENDS if getattr(catalog.builtin_definition(n).capabilities, flag)]
+
+
+def check_backend(c: TrainConfig, entry: catalog.BackendEntry | None) -> tuple[dict[str, Any], list[ConfigIssue]]:
+    """The options filled with the schema's defaults (as written when they do not validate), and
+    the issues: an unknown name, the options, the backend's own rules, what it computes."""
+    b = c.backend
+    options = dict(b.options)
+    if entry is None:  # a dotted path always has an entry
+        known = [*catalog.BUILTIN_BACKENDS, *catalog.entry_point_names()]
+        return options, [ConfigIssue(f"unknown backend {b.backend!r}", key="[backend] backend",
+                                     hint=available_hint(b.backend, _runnable(known), guesses=known))]
+    caps = entry.definition.capabilities
+    options = implied_precision(options, caps.exclusive_precisions)
+    normalized, issues = normalize_options(b.backend, options, entry.definition.option_schema)
+    if not issues:
+        options = normalized
+        issues += _option_rules(b.backend, options, caps, c)
+        issues += _service_rules(b.backend, caps, c)
+        issues += _precision_rule(options, caps)
+    issues += _computed(b.backend, caps, c)
+    return options, issues
+
+
+def _runnable(names: list[str]) -> list[str]:
+    """Backend names that are built (whether or not their distribution is installed here)."""
+    return [n for n in dict.fromkeys(names) if (e := catalog.lookup(n)) is not None and e.definition.available]
+
+
+def implied_precision(options: dict[str, Any], precisions: tuple[str, ...]) -> dict[str, Any]:
+    """Choosing another loading precision implies not the first (the default) unless that one
+    is set explicitly.
+
+    The reference defaulted load_in_4bit to true and then rejected two precisions, so
+    `load_in_8bit = true` alone was an error; we read it as the user meant.
+    """
+    if not precisions:
+        return options
+    first, *others = precisions
+    wants_other = any(str(options.get(k, "")).lower() in _TRUE for k in others)
+    if wants_other and first not in options:
+        return {**options, first: False}
+    return options
+
+
+def _option_rules(backend: str, options: dict[str, Any], caps: BackendCapabilities,
+                  c: TrainConfig) -> list[ConfigIssue]:
+    issues: list[ConfigIssue] = []
+    for key in caps.seeded_options:
+        if options.get(key) and c.training.seed == -1:
+            issues.append(ConfigIssue(f"{key} needs a seed", key=f"[backend.options] {key}",
+                                      hint="[training] seed = 42"))
+    if caps.strict_advantages and options.get("strict_advantages") is False:
+        issues.append(ConfigIssue(f"{backend} needs strict_advantages = true (it trains on one advantage per "
+                                  "completion)", key="[backend.options] strict_advantages"))
+    return issues
+
+
+def _service_rules(backend: str, caps: BackendCapabilities, c: TrainConfig) -> list[ConfigIssue]:
+    """A remote service refuses what it cannot honour; any other backend, the keys only a
+    remote service reads."""
+    if caps.remote_service:
+        return _remote_service_refusals(backend, c)
+    b, defaults = c.backend, TrainConfig()
+    readers = " or ".join(f'backend = "{n}"' for n in builtins_with("remote_service"))
+    return [ConfigIssue(f"is read only by {readers} (this config trains on {backend!r})", key=key, hint="remove it")
+            for key, value, default in (("[model] base_url", c.model.base_url, defaults.model.base_url),
+                                        ("[backend] throttle_dir", b.throttle_dir, defaults.backend.throttle_dir),
+                                        ("[backend] max_concurrent", b.max_concurrent,
+                                         defaults.backend.max_concurrent))
+            if value != default]
+
+
+def _remote_service_refusals(backend: str, c: TrainConfig) -> list[ConfigIssue]:
+    """Settings the Tinker service cannot honour: it samples and computes the loss itself."""
+    t, defaults = c.training, TrainConfig()
+    refused = (
+        ("[inference] engine", c.inference.engine, defaults.inference.engine,
+         "the service samples; inference engines serve the local backend", "remove it"),
+        ("[inference] importance_sampling_correction", c.inference.importance_sampling_correction, False,
+         "the sampler-mismatch correction is built for the local backend only", "remove it"),
+        ("[training] min_p", t.min_p, defaults.training.min_p,
+         "the Tinker sampler has no min_p", "remove it; top_p and top_k work"),
+        ("[training] clip_ratio_c", t.clip_ratio_c, defaults.training.clip_ratio_c,
+         "Tinker's ppo loss has no dual clip", "remove it"),
+        ("[lora] alpha", c.lora.alpha, defaults.lora.alpha,
+         "the service chooses LoRA alpha", "remove it; [model] lora_rank sets the rank"),
+        ("[lora] dropout", c.lora.dropout, defaults.lora.dropout,
+         "the service trains without LoRA dropout", "remove it"),
+    )
+    return [ConfigIssue(f"cannot be set with backend = \"{backend}\": {why}", key=key, hint=hint)
+            for key, value, default, why, hint in refused if value != default]
+
+
+def _precision_rule(options: dict[str, Any], caps: BackendCapabilities) -> list[ConfigIssue]:
+    chosen = [k for k in caps.exclusive_precisions if options.get(k)]
+    if len(chosen) > 1:
+        return [ConfigIssue(f"choose one precision, got {', '.join(chosen)}", key=f"[backend.options] {caps.exclusive_precisions[0]}")]
+    return []
+
+
+def _computed(backend: str, caps: BackendCapabilities, c: TrainConfig) -> list[ConfigIssue]:
+    """The loss aggregation, policy loss, ratio level and reference KL the backend computes."""
+    t = c.training
+    issues: list[ConfigIssue] = []
+    if (aggregation := t.loss_aggregation) not in caps.loss_aggregations:
+        issues.append(ConfigIssue(
+            f"{aggregation!r} is not built yet for backend {backend!r} (it computes "
+            f"{', '.join(caps.loss_aggregations)})",
+            key="[training] loss_aggregation", hint='loss_aggregation = "token_mean" or backend = "local"'))
+    if (mode := t.policy_loss_mode) not in caps.policy_losses:
+        issues.append(ConfigIssue(
+            f"{mode!r} is not built yet for backend {backend!r} (it computes {', '.join(caps.policy_losses)})",
+            key="[training] policy_loss_mode", hint='policy_loss_mode = "standard", or backend = "local"'))
+    if (level := t.importance_sampling_level) not in caps.ratio_levels:
+        issues.append(ConfigIssue(
+            f"{level!r} ratios are not built yet for backend {backend!r} (it computes "
+            f"{', '.join(caps.ratio_levels)} ratios)", key="[training] importance_sampling_level",
+            hint='importance_sampling_level = "token", or backend = "local"'))
+    if t.kl_coef > 0 and not caps.reference_kl:
+        issues.append(ConfigIssue(
+            f"the KL penalty to the reference policy is not available on backend {backend!r} (it cannot "
+            f"compute the reference's logprobs)", key="[training] kl_coef",
+            hint='kl_coef = 0.0, or backend = "local"'))
+    return issues

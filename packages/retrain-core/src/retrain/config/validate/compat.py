@@ -1,0 +1,86 @@
+"""A run's algorithm against its backend's declared capabilities, and algorithm settings that
+do nothing in this flow. Each step adds its issues to the flow, in the order of `_STEPS`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from retrain.advantages.delight.transform import check_keys as check_delight_keys
+from retrain.advantages.transform import mask_rho
+from retrain.config.validate.preflight import Preflight
+from retrain.registry.builtin import DELIGHT_TRANSFORMS
+
+
+def check_compat(flow: Preflight) -> None:
+    for step in _STEPS:
+        step(flow)
+
+
+def _token_advantages(flow: Preflight) -> None:
+    p = flow.pipeline
+    if p is not None and p.token_varying and not flow.capabilities.preserves_token_advantages:
+        flow.add("error", "compat",
+                 f"{p.condition} gives each token its own advantage, but backend {flow.backend!r} keeps "
+                 "one advantage per completion (preserves_token_advantages = false); use "
+                 'transform_mode = "none" (or algorithm_mode grpo_none / maxrl_none / reinforce_pp_none) '
+                 "or a token-preserving backend such as local, unsloth or tinker")
+
+
+def _echo(flow: Preflight) -> None:
+    c, caps = flow.config, flow.capabilities
+    if not c.echo.enabled:
+        return
+    if not caps.preserves_token_advantages:
+        flow.add("error", "compat", f"[echo] needs a backend with token advantages and a shared forward pass; "
+                 f"{flow.backend!r} has neither (use local or unsloth)")
+    elif not caps.supports_echo_shared_forward:
+        flow.add("error", "compat",
+                 f"[echo] needs a shared forward pass; backend {flow.backend!r} lacks it (use local or unsloth)")
+    if c.environment.provider not in ("verifiers", "openenv"):
+        flow.add("warning", "config", "[echo] is enabled but no verifiers/openenv environment "
+                 "provides observation tokens; it will train nothing")
+
+
+def _sepa_controller(flow: Preflight) -> None:
+    c, p = flow.config, flow.pipeline
+    if (p is not None and p.uses_sepa_controller and c.sepa.schedule == "linear" and c.sepa.steps <= 0
+            and "delight_lambda" not in p.params):
+        flow.add("warning", "config", f"{p.condition} uses the SEPA controller but [sepa] steps = "
+                 f"{c.sepa.steps} with the linear schedule keeps lambda at 0 (no pooling)")
+
+
+def _sync_loss(flow: Preflight) -> None:
+    if not flow.capabilities.reports_sync_loss:
+        flow.add("warning", "config", f"backend {flow.backend!r} reports a placeholder loss")
+
+
+def _entropy_mask(flow: Preflight) -> None:
+    p = flow.pipeline
+    if p is not None and p.transform is not None and p.transform.name == "entropy_mask" and mask_rho(p.params) <= 0:
+        flow.add("warning", "config", "entropy_mask with surprisal_mask_rho = 0 masks nothing "
+                 "(plain GTPO); set e.g. surprisal_mask_rho = 0.2 to keep the top 20% of tokens")
+
+
+def _delight_params(flow: Preflight) -> None:
+    """`delight_*` keys under a built-in transform that reads none: an unknown one is an error
+    naming it, a known one a warning that it is not read. A Delight transform refuses unknown
+    keys itself when the pipeline is built; a plugin transform's params are its own."""
+    p = flow.pipeline
+    t = p.transform if p is not None else None
+    if p is None or t is None or t.source != "builtin" or t.name in DELIGHT_TRANSFORMS:
+        return
+    read = sorted(k for k in p.params if k.startswith("delight"))
+    try:
+        check_delight_keys(p.params)
+    except ValueError as exc:
+        flow.add("error", "config", f"[algorithm.transform_params]: {exc}")
+        return
+    if read:
+        flow.add("warning", "config",
+                 f"[algorithm.transform_params] {', '.join(read)}: not read: transform {t.name!r} is "
+                 f"not a Delight transform (live with transform_mode = {', '.join(DELIGHT_TRANSFORMS)})")
+
+
+_STEPS: tuple[Callable[[Preflight], None], ...] = (
+    _token_advantages, _echo, _sepa_controller, _sync_loss, _entropy_mask, _delight_params,
+)

@@ -1,0 +1,82 @@
+"""Recording one RL step: the tail every trainer that runs RL steps (the RL loop, TTT-Discover)
+ends a step with, in one place so that their rows and state cannot drift apart:
+
+1. count the step's answers (and dynamic sampling's fill) in the trainer state;
+2. feed the step to back-pressure, which sets the next step's (batch, group) sizes;
+3. build the metrics row (retrain.training.telemetry.step_row, then the trainer's own keys,
+   none overwriting a key before it) and write it with the step's rollouts;
+4. mark the step done in the state (where the data cursor and the sizes stand) and report it;
+5. count the step's reward faults against the error budget.
+
+What follows a recorded step (evaluation, the fault points, the checkpoint, the budget's stop,
+an interrupt) is the trainer's: `retrain.training.trainer.Trainer._step_done`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from retrain.training.backpressure import adjust
+from retrain.training.telemetry import StepTimes, backend_counters, sequence_tokens, step_row
+
+if TYPE_CHECKING:
+    from retrain.config.schema import TrainConfig
+    from retrain.rollout.group import StepRollouts
+    from retrain.training.rollouts import StepAdvantages
+    from retrain.training.trainer import Run
+    from retrain.types import TrainOutput
+
+
+class StepReporter(Protocol):
+    """What recording needs of the console (retrain.training.console.Reporter, or a follower's
+    silent one)."""
+
+    def step(self, step: int, total: int, row: Mapping[str, Any]) -> None: ...
+
+
+@dataclass(frozen=True)
+class TrainedStep:
+    """One RL step, sampled and trained: what recording needs of it."""
+
+    step: int
+    started: float  # time.perf_counter() when the step began
+    rollouts: StepRollouts
+    adv: StepAdvantages
+    out: TrainOutput | None  # None: no update (no token with a non-zero advantage)
+    train_s: float
+    example_index: int  # the data cursor's position after the step: where a resume continues
+    extra: Mapping[str, Any] = field(default_factory=dict)  # the trainer's own keys, after step_row's
+
+
+@dataclass(frozen=True)
+class RecordedStep:
+    row: dict[str, Any]
+    failed: int  # samples the reward did not score (errors and timeouts)
+    over_budget: bool  # the reward error budget is spent: the run stops after this step
+
+
+def record_step(config: TrainConfig, run: Run, trained: TrainedStep, reporter: StepReporter, *,
+                world_size: int) -> RecordedStep:
+    """Steps 1 to 5 above; `run.sizes` becomes the next step's sizes."""
+    s, rollouts, adv, out = trained.step, trained.rollouts, trained.adv, trained.out
+    run.state.count(adv.correct, adv.total)
+    if rollouts.fill is not None:
+        run.state.dynamic_sampling.add(rollouts.fill)
+    times = StepTimes(time.perf_counter() - trained.started, rollouts.sample_time_s, trained.train_s)
+    sizes, bp_metrics = adjust(run.flow.backpressure, config.backpressure.enabled, run.sizes,
+                               sequence_tokens(rollouts), times.step_s, skipped=out is None)
+    row = step_row(config, step=s, condition=run.flow.condition, caps=run.caps, rollouts=rollouts, adv=adv, out=out,
+                   running_correct_rate=run.state.running_correct_rate, sizes=run.sizes, times=times,
+                   runtime={**backend_counters(run.backend), "world_size": world_size}, backpressure=bp_metrics)
+    row.update({k: v for k, v in trained.extra.items() if k not in row})
+    run.log.record_step(row, rollouts, s, correct=adv.correct, total=adv.total)
+    run.sizes = sizes
+    run.state.rl_step_done(s, trained.example_index, sizes, row["mean_reward"])
+    reporter.step(s, config.training.max_steps, row)
+    failed = int(row.get("reward_errors", 0.0) + row.get("reward_timeouts", 0.0))
+    assert run.faults is not None
+    over_budget = run.faults.observe(s, rollouts.reward_faults, failed, int(rollouts.rewards.size))
+    return RecordedStep(row, failed, over_budget)
