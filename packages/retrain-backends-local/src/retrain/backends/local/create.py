@@ -11,5 +11,6 @@ def create_backend(config: TrainConfig) -> object:
     m = config.model
     require_model(m.model, m.revision, m.local_files_only)  # before torch is imported
     from retrain.backends.local.backend import LocalBackend
+    from retrain.backends.local.options import LocalOptions
 
-    return LocalBackend(config)
+    return LocalBackend(config, options=LocalOptions.read(config.backend.options))

@@ -17,8 +17,10 @@ Every rank runs the same sequence of collectives or the world hangs, so the cont
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -28,7 +30,14 @@ from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor, distribute_tensor
 
 from retrain.backends.local.batch import Batch
+from retrain.backends.local.checkpointing import (
+    read_weights,
+    save_weights,
+    weights_folder,
+    write_checkpoint,
+)
 from retrain.backends.local.logprobs import action_logprobs
+from retrain.io.atomic import write_dir_atomic
 from retrain.process.world import World
 
 LAYER_LISTS = ("layers", "h", "blocks")  # names of the decoder-layer ModuleList in HF models
@@ -204,3 +213,53 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, sd: dict[str, Any]) -
             out[key] = value
         state[int(index)] = out
     optimizer.load_state_dict({"state": state, "param_groups": sd["param_groups"]})
+
+
+def save_checkpoint(path: str, model: torch.nn.Module, optimizer: torch.optim.Optimizer, world: World, *,
+                    lora: bool, rng: dict[str, Any], meta: dict[str, Any]) -> None:
+    """Gather full weights, optimizer state and every rank's RNG streams (`rng`: this rank's);
+    rank 0 writes the single-process layout (plus `rng.pt` "ranks") and the others wait for it."""
+    weights = full_state(model, world, trainable_only=lora)
+    optimizer_state = full_optimizer_state(model, optimizer, world)
+    ranks = gather(rng, world)
+    if world.leader:
+        write_checkpoint(path, model=model, lora=lora, optimizer=optimizer,
+                         rng={**ranks[0], "ranks": ranks}, meta={**meta, "world_size": world.size},
+                         weights=weights, optimizer_state=optimizer_state)
+    gather(None, world)  # no rank reads the checkpoint before it is complete
+
+
+def read_checkpoint(path: str, model: torch.nn.Module, optimizer: torch.optim.Optimizer, world: World, *,
+                    lora: bool) -> dict[str, Any]:
+    """Every rank reads the checkpoint (a filesystem all ranks see) and keeps its shards; its
+    RNG streams are returned: its own when the checkpoint was written by a world of this size."""
+    folder = Path(path)
+    meta = json.loads((folder / "checkpoint.json").read_text())
+    if bool(meta.get("lora")) != lora:
+        kind = "a LoRA adapter" if meta.get("lora") else "full model weights"
+        raise RuntimeError(f"checkpoint {folder} holds {kind}, which this run does not train")
+    load_weights(model, weights_folder(folder, lora=lora), lora=lora)
+    load_optimizer_state(optimizer, torch.load(folder / "optimizer.pt", weights_only=True))
+    rng = torch.load(folder / "rng.pt", weights_only=False)
+    ranks = rng.get("ranks") or []
+    return ranks[world.rank] if len(ranks) == world.size else rng
+
+
+def load_weights(model: torch.nn.Module, folder: Path, *, lora: bool) -> None:
+    """A weights folder into the sharded model (every rank reads it)."""
+    state = read_weights(folder, lora=lora)
+    if lora:  # peft saves adapter keys without the adapter's name
+        names = {n.replace(".default.", "."): n for n, p in model.named_parameters() if p.requires_grad}
+        state = {names.get(k, k): v for k, v in state.items()}
+    missing = load_full_state(model, state)
+    expected = [n for n in missing if (not lora or "lora_" in n) and not n.endswith("lm_head.weight")]
+    if expected:
+        raise RuntimeError(f"checkpoint {folder} does not match the model (missing {sorted(expected)[:3]})")
+
+
+def save_adapter(path: str, model: torch.nn.Module, world: World, *, lora: bool) -> None:
+    """The full trained weights, gathered and written by rank 0; the others wait for it."""
+    weights = full_state(model, world, trainable_only=lora)
+    if world.leader:
+        write_dir_atomic(path, lambda tmp: save_weights(model, tmp, lora=lora, state_dict=weights))
+    gather(None, world)

@@ -212,6 +212,8 @@ def autocast_dtype(device: torch.device) -> torch.dtype | None:
 class _Loop:
     """One `decode` call. Slots are the rows still in the forward's batch, in row order."""
 
+    slot_row: torch.Tensor  # [slots] the row in each slot (set by `_start_rows`, cut by compaction)
+
     def __init__(self, model: torch.nn.Module, segments: Sequence[Segment], eos_ids: Sequence[int], pad_id: int,
                  stats: SampleStats, observe: Observer | None) -> None:
         self.model, self.segments, self.pad, self.stats, self.observe = model, segments, pad_id, stats, observe
@@ -227,32 +229,11 @@ class _Loop:
         self.want_entropy = any(seg.params.want_entropy for seg in segments)
 
     def run(self, use_cache: bool, decoder: str, cuda_graphs: bool) -> list[list[Completion]]:
-        stats, device, rows = self.stats, self.device, self.rows
+        stats, device = self.stats, self.device
         stats.calls += 1
-        t0 = time.perf_counter()
-        repeats = torch.tensor([seg.n for seg in self.segments for _ in seg.prompts], device=device)
-        expand = torch.repeat_interleave(torch.arange(len(self.prompts), device=device), repeats)
-        ids, mask = left_pad(self.prompts, self.pad, device)
-        forward = make_forward(self.model, ids, mask, expand, self.steps, use_cache=use_cache, decoder=decoder,
-                               cuda_graphs=cuda_graphs, stats=stats)
-        graphed = getattr(forward, "graphs", None) is not None
-        logits = forward.first_logits()
-        stats.prefill_s += time.perf_counter() - t0
-        stats.prompt_tokens += sum(len(p) for p in self.prompts)
+        forward, graphed, logits = self._prefill(use_cache, decoder, cuda_graphs)
         t1 = time.perf_counter()
-
-        self.slot_row = torch.arange(rows, device=device)
-        self._segment_slots(compacted=False)
-        limit = torch.tensor([seg.params.max_tokens for seg in self.segments for _ in range(seg.rows)], device=device)
-        finished = torch.zeros(rows, dtype=torch.bool, device=device)
-        stopped = torch.zeros(rows, dtype=torch.bool, device=device)  # by EOS or a stop string
-        length = torch.zeros(rows, dtype=torch.long, device=device)
-        self.tokens = torch.full((rows, self.steps), self.pad, dtype=torch.long, device=device)
-        self.logprobs = torch.zeros((rows, self.steps), dtype=torch.float32, device=device)
-        self.entropies = torch.zeros((rows, self.steps), dtype=torch.float32, device=device) \
-            if self.want_entropy else None
-        self.row_length = torch.zeros(rows, dtype=torch.long, device=device)
-        self.row_stopped = torch.zeros(rows, dtype=torch.bool, device=device)
+        limit, finished, stopped, length = self._start_rows()
         # a CUDA step is queued, not waited for: check for the end (a sync) every few steps
         check_every = 4 if device.type == "cuda" and self.observe is None else 1
         for step in range(self.steps):
@@ -291,14 +272,51 @@ class _Loop:
                     stats.compactions += 1
             logits = forward.next_logits(token)
         self._flush(length, stopped)
-        graphs = getattr(forward, "graphs", None)
-        if graphs is not None:
-            stats.graph_captures += graphs.captures
-            stats.graph_replays += graphs.replays
-            if graphs.failed:
-                stats.decoder_note = f"CUDA graphs off: {graphs.failed}"
+        self._count_graphs(forward)
         stats.decode_s += time.perf_counter() - t1
         return self._completions()
+
+    def _prefill(self, use_cache: bool, decoder: str,
+                 cuda_graphs: bool) -> tuple[Forward, bool, torch.Tensor]:
+        """(the forward, whether it replays CUDA graphs, the first step's logits), timed as prefill."""
+        stats, device = self.stats, self.device
+        t0 = time.perf_counter()
+        repeats = torch.tensor([seg.n for seg in self.segments for _ in seg.prompts], device=device)
+        expand = torch.repeat_interleave(torch.arange(len(self.prompts), device=device), repeats)
+        ids, mask = left_pad(self.prompts, self.pad, device)
+        forward = make_forward(self.model, ids, mask, expand, self.steps, use_cache=use_cache, decoder=decoder,
+                               cuda_graphs=cuda_graphs, stats=stats)
+        graphed = getattr(forward, "graphs", None) is not None
+        logits = forward.first_logits()
+        stats.prefill_s += time.perf_counter() - t0
+        stats.prompt_tokens += sum(len(p) for p in self.prompts)
+        return forward, graphed, logits
+
+    def _start_rows(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Every row in its slot and the result buffers empty; per slot (token limit, finished,
+        stopped by EOS or a stop string, length)."""
+        rows, device = self.rows, self.device
+        self.slot_row = torch.arange(rows, device=device)
+        self._segment_slots(compacted=False)
+        limit = torch.tensor([seg.params.max_tokens for seg in self.segments for _ in range(seg.rows)], device=device)
+        finished = torch.zeros(rows, dtype=torch.bool, device=device)
+        stopped = torch.zeros(rows, dtype=torch.bool, device=device)
+        length = torch.zeros(rows, dtype=torch.long, device=device)
+        self.tokens: torch.Tensor = torch.full((rows, self.steps), self.pad, dtype=torch.long, device=device)
+        self.logprobs: torch.Tensor = torch.zeros((rows, self.steps), dtype=torch.float32, device=device)
+        self.entropies: torch.Tensor | None = torch.zeros((rows, self.steps), dtype=torch.float32, device=device) \
+            if self.want_entropy else None
+        self.row_length = torch.zeros(rows, dtype=torch.long, device=device)
+        self.row_stopped = torch.zeros(rows, dtype=torch.bool, device=device)
+        return limit, finished, stopped, length
+
+    def _count_graphs(self, forward: Forward) -> None:
+        graphs = getattr(forward, "graphs", None)
+        if graphs is not None:
+            self.stats.graph_captures += graphs.captures
+            self.stats.graph_replays += graphs.replays
+            if graphs.failed:
+                self.stats.decoder_note = f"CUDA graphs off: {graphs.failed}"
 
     def _segment_slots(self, *, compacted: bool) -> None:
         """Each segment's slot range, and (once compacted) the segment-local row of each slot."""
