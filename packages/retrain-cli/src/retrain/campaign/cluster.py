@@ -25,6 +25,7 @@ from retrain.campaign.expand import Campaign, RunSpec
 from retrain.campaign.manifest import ManifestFile
 from retrain.campaign.parallel import POLL_S, progress
 from retrain.campaign.progress import CampaignView
+from retrain.config.schema import CampaignConfig
 from retrain.errors import UserError
 
 RAY_HINT = "install the Ray extra: pip install 'retrain-cli[ray]' (or uv sync --extra ray)"
@@ -78,64 +79,89 @@ class Task:
     ref: Any
 
 
+def _connect(ray: Any, settings: CampaignConfig) -> bool:
+    """Join `ray_address`, or start a local Ray instance; True when this call started Ray."""
+    if ray.is_initialized():
+        return False
+    try:
+        ray.init(address=settings.ray_address or None, include_dashboard=False, log_to_driver=False,
+                 configure_logging=False)
+    except ConnectionError as exc:
+        raise UserError(f"[campaign] ray_address = {settings.ray_address!r}: {exc}",
+                        hint='leave ray_address empty to start a local Ray instance, or "auto" to join '
+                             "the cluster this machine belongs to") from None
+    return True
+
+
+class _InFlight:
+    """The campaign's Ray tasks in flight, by object ref; each submission is one manifest attempt."""
+
+    def __init__(self, ray: Any, campaign: Campaign, manifest: ManifestFile, view: CampaignView) -> None:
+        self.ray, self.campaign, self.manifest, self.view = ray, campaign, manifest, view
+        self.remote = ray.remote(max_calls=1, max_retries=0)(run_task).options(
+            num_cpus=campaign.settings.num_cpus, num_gpus=campaign.settings.num_gpus)
+        self.crash = os.environ.get(_CRASH, "")
+        self.target = os.environ.get("RETRAIN_CRASH_RUN")
+        self.tasks: dict[Any, Task] = {}
+
+    def submit(self, run: RunSpec) -> None:
+        self.manifest.started(run.name)
+        attempt = self.manifest.entry(run.name).attempts
+        self.view.started(run.name, attempt)
+        fault = self.crash if attempt == 1 and (self.target is None or self.target == run.name) else ""
+        task = Task(run, self.remote.remote(str(self.campaign.config_path(run)), self.campaign.import_roots,
+                                            os.getcwd(), fault))
+        self.tasks[task.ref] = task
+
+    def collect(self, ref: Any) -> None:
+        """Record a finished task's result, or submit its run again when its worker was lost."""
+        task = self.tasks.pop(ref)
+        result = self._result(task)
+        if result is not None:
+            self.manifest.ended(task.run.name, result["status"], result["error"])
+            self.view.ended(task.run.name, result["status"], result["error"])
+
+    def _result(self, task: Task) -> dict[str, str] | None:
+        """None: the run was submitted again."""
+        name = task.run.name
+        try:
+            result: dict[str, str] = self.ray.get(task.ref)
+        except self.ray.exceptions.RayTaskError as exc:
+            return {"status": "failed", "error": str(exc).splitlines()[0]}
+        except self.ray.exceptions.RayError as exc:
+            attempts = self.manifest.entry(name).attempts
+            reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
+            if attempts <= self.campaign.settings.max_retries:
+                self.view.message(f"{name}: attempt {attempts} lost its worker ({reason}); resuming "
+                                  f"from its last checkpoint")
+                self.submit(task.run)
+                return None
+            return {"status": "failed", "error": f"worker lost {attempts} times; last: {reason}"}
+        return result
+
+    def cancel_all(self) -> None:
+        for task in self.tasks.values():
+            self.ray.cancel(task.ref, force=True)
+            self.manifest.ended(task.run.name, "interrupted", "interrupted", None)
+
+
 def run_on_ray(campaign: Campaign, runs: list[RunSpec], manifest: ManifestFile, view: CampaignView) -> None:
     ray = _ray()
-    settings = campaign.settings
-    started_here = not ray.is_initialized()
-    if started_here:
-        try:
-            ray.init(address=settings.ray_address or None, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)
-        except ConnectionError as exc:
-            raise UserError(f"[campaign] ray_address = {settings.ray_address!r}: {exc}",
-                            hint='leave ray_address empty to start a local Ray instance, or "auto" to join '
-                                 "the cluster this machine belongs to") from None
-    remote = ray.remote(max_calls=1, max_retries=0)(run_task).options(
-        num_cpus=settings.num_cpus, num_gpus=settings.num_gpus)
-    crash = os.environ.get(_CRASH, "")
-    target = os.environ.get("RETRAIN_CRASH_RUN")
-
-    def submit(run: RunSpec) -> Task:
-        manifest.started(run.name)
-        attempt = manifest.entry(run.name).attempts
-        view.started(run.name, attempt)
-        fault = crash if attempt == 1 and (target is None or target == run.name) else ""
-        return Task(run, remote.remote(str(campaign.config_path(run)), campaign.import_roots, os.getcwd(), fault))
-
-    limit = settings.max_workers or len(runs)
+    started_here = _connect(ray, campaign.settings)
+    flight = _InFlight(ray, campaign, manifest, view)
+    limit = campaign.settings.max_workers or len(runs)
     pending = list(runs)
-    tasks: dict[Any, Task] = {}
     try:
-        while pending or tasks:
-            while pending and len(tasks) < limit:
-                task = submit(pending.pop(0))
-                tasks[task.ref] = task
-            ready, _ = ray.wait(list(tasks), num_returns=1, timeout=POLL_S)
-            for task in tasks.values():
+        while pending or flight.tasks:
+            while pending and len(flight.tasks) < limit:
+                flight.submit(pending.pop(0))
+            ready, _ = ray.wait(list(flight.tasks), num_returns=1, timeout=POLL_S)
+            for task in flight.tasks.values():
                 progress(view, task.run, campaign.max_steps)
             for ref in ready:
-                task = tasks.pop(ref)
-                name = task.run.name
-                try:
-                    result = ray.get(ref)
-                except ray.exceptions.RayTaskError as exc:
-                    result = {"status": "failed", "error": str(exc).splitlines()[0]}
-                except ray.exceptions.RayError as exc:
-                    attempts = manifest.entry(name).attempts
-                    reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
-                    if attempts <= settings.max_retries:
-                        view.message(f"{name}: attempt {attempts} lost its worker ({reason}); resuming "
-                                     f"from its last checkpoint")
-                        retry = submit(task.run)
-                        tasks[retry.ref] = retry
-                        continue
-                    result = {"status": "failed", "error": f"worker lost {attempts} times; last: {reason}"}
-                manifest.ended(name, result["status"], result["error"])
-                view.ended(name, result["status"], result["error"])
+                flight.collect(ref)
     except KeyboardInterrupt:
-        for task in tasks.values():
-            ray.cancel(task.ref, force=True)
-            manifest.ended(task.run.name, "interrupted", "interrupted", None)
+        flight.cancel_all()
         raise
     finally:
         if started_here:

@@ -61,158 +61,166 @@ def create_app(engine: Any, *, api_key: str = "", adapter_root: Path | None = No
     `retrain.inference_engine.pytorch.serving.ServingEngine`)."""
     app = FastAPI(title="retrain serve", docs_url=None, redoc_url=None, openapi_url=None)
     root = adapter_root.resolve() if adapter_root is not None else None
-    key = api_key.encode()
-    started = int(time.time())
+    routes = _Routes(engine, root, key=api_key.encode(), started=int(time.time()))
+    app.exception_handler(RequestValidationError)(_invalid)
+    app.exception_handler(ServeError)(_refused)
+    app.middleware("http")(routes.auth)
+    app.get("/health")(health)
+    app.get("/v1/models")(routes.models)
+    app.get("/metrics")(routes.metrics)
+    # SGLang's paths too, so retrain's sglang engine kind can be tested against this server
+    for prefix in ("/v1", ""):
+        app.post(f"{prefix}/load_lora_adapter")(routes.load)
+        app.post(f"{prefix}/unload_lora_adapter")(routes.unload)
+    app.post("/v1/completions", response_model=None)(routes.completions)
+    app.post("/v1/chat/completions", response_model=None)(routes.chat)
+    app.post(token_generate.PATH, response_model=None)(routes.generate)
+    return app
 
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return _validation_error(exc)
 
-    @app.exception_handler(ServeError)
-    async def _refused(_: Request, exc: ServeError) -> JSONResponse:
-        text = str(exc)
-        return error(exc.status, f"{exc.param}: {text}" if exc.param and exc.param not in text else text,
-                     param=exc.param)
+async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+    return _validation_error(exc)
 
-    @app.middleware("http")
-    async def _auth(request: Request, call_next: Any) -> Response:
-        if key and request.url.path not in OPEN_PATHS and not authorized(request.headers.get("authorization", ""), key):
+
+async def _refused(_: Request, exc: ServeError) -> JSONResponse:
+    text = str(exc)
+    return error(exc.status, f"{exc.param}: {text}" if exc.param and exc.param not in text else text,
+                 param=exc.param)
+
+
+async def health() -> Response:
+    return Response(status_code=200)
+
+
+def _sampling(body: Sampling, max_tokens: int) -> SamplingParams:
+    top_k = body.top_k if body.top_k and body.top_k > 0 else 0
+    return SamplingParams(max_tokens=max_tokens, temperature=body.temperature, top_p=body.top_p, top_k=top_k,
+                          min_p=body.min_p)
+
+
+def _serve_request(body: CompletionRequest | ChatRequest, prompts: list[list[int]], params: SamplingParams,
+                   adapter: str | None, top_n: int) -> ServeRequest:
+    return ServeRequest(prompts=prompts, n=body.n, params=params, adapter=adapter, seed=body.seed, top_n=top_n,
+                        stop=body.stops, include_stop=body.include_stop_str_in_output,
+                        skip_special_tokens=body.skip_special_tokens)
+
+
+class _Routes:
+    """The endpoints that read the engine; the API key guards every path but `OPEN_PATHS`."""
+
+    def __init__(self, engine: Any, root: Path | None, *, key: bytes, started: int) -> None:
+        self.engine, self.root, self.key, self.started = engine, root, key, started
+
+    async def auth(self, request: Request, call_next: Any) -> Response:
+        if self.key and request.url.path not in OPEN_PATHS and not authorized(
+                request.headers.get("authorization", ""), self.key):
             return error(401, UNAUTHORIZED)
         response: Response = await call_next(request)
         return response
 
-    @app.get("/health")
-    async def health() -> Response:
-        return Response(status_code=200)
-
-    @app.get("/v1/models")
-    async def models() -> dict[str, Any]:
+    async def models(self) -> dict[str, Any]:
+        engine, started = self.engine, self.started
         data = [{"id": engine.model_name, "object": "model", "created": started, "owned_by": "retrain",
                  "root": engine.model_name, "parent": None, "max_model_len": engine.max_context or None}]
         data += [{"id": name, "object": "model", "created": started, "owned_by": "retrain", "root": path,
                   "parent": engine.model_name} for name, path in sorted(engine.adapters.items())]
         return {"object": "list", "data": data}
 
-    @app.get("/metrics")
-    async def metrics() -> PlainTextResponse:
+    async def metrics(self) -> PlainTextResponse:
         lines = []
-        for name, value in engine.counters.as_dict().items():
+        for name, value in self.engine.counters.as_dict().items():
             metric = f"retrain_serve_{name}" + ("" if name.endswith("_s") else "_total")
             lines += [f"# TYPE {metric} counter", f"{metric} {value}"]
-        lines += ["# TYPE retrain_serve_adapters gauge", f"retrain_serve_adapters {len(engine.adapters)}"]
+        lines += ["# TYPE retrain_serve_adapters gauge", f"retrain_serve_adapters {len(self.engine.adapters)}"]
         return PlainTextResponse("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
 
-    # -- adapters ----------------------------------------------------------------------------
-    def _adapter_dir(path: str) -> str:
-        if root is None:
+    def _adapter_dir(self, path: str) -> str:
+        if self.root is None:
             raise ServeError("loading adapters is off: start retrain serve with --adapter-root DIR", param="lora_path")
         resolved = Path(path).resolve()
-        if not resolved.is_relative_to(root):
+        if not resolved.is_relative_to(self.root):
             raise ServeError(f"lora_path {path!r} is outside the adapter root", param="lora_path")
         return str(resolved)
 
-    async def load(body: LoadAdapter) -> PlainTextResponse:
-        if body.lora_name == engine.model_name:
+    async def load(self, body: LoadAdapter) -> PlainTextResponse:
+        if body.lora_name == self.engine.model_name:
             raise ServeError(f"{body.lora_name!r} is the base model's name", param="lora_name")
-        await asyncio.wrap_future(engine.load_adapter(body.lora_name, _adapter_dir(body.lora_path),
-                                                      inplace=body.load_inplace))
+        await asyncio.wrap_future(self.engine.load_adapter(body.lora_name, self._adapter_dir(body.lora_path),
+                                                           inplace=body.load_inplace))
         return PlainTextResponse(f"Success: LoRA adapter '{body.lora_name}' added successfully.")
 
-    async def unload(body: UnloadAdapter) -> PlainTextResponse:
-        await asyncio.wrap_future(engine.unload_adapter(body.lora_name))
+    async def unload(self, body: UnloadAdapter) -> PlainTextResponse:
+        await asyncio.wrap_future(self.engine.unload_adapter(body.lora_name))
         return PlainTextResponse(f"Success: LoRA adapter '{body.lora_name}' removed successfully.")
 
-    # SGLang's paths too, so retrain's sglang engine kind can be tested against this server
-    for prefix in ("/v1", ""):
-        app.post(f"{prefix}/load_lora_adapter")(load)
-        app.post(f"{prefix}/unload_lora_adapter")(unload)
-
-    # -- generation --------------------------------------------------------------------------
-    def _adapter_of(model: str) -> str | None:
-        if model == engine.model_name:
+    def _adapter_of(self, model: str) -> str | None:
+        if model == self.engine.model_name:
             return None
-        if model in engine.adapters:
+        if model in self.engine.adapters:
             return model
         base, _, lora = model.partition(":")  # SGLang's "<base>:<adapter>"
-        if base == engine.model_name and lora in engine.adapters:
+        if base == self.engine.model_name and lora in self.engine.adapters:
             return lora
         raise ServeError(f"the model {model!r} does not exist", status=404, param="model")
 
-    def _params(body: Sampling, max_tokens: int) -> SamplingParams:
-        top_k = body.top_k if body.top_k and body.top_k > 0 else 0
-        return SamplingParams(max_tokens=max_tokens, temperature=body.temperature, top_p=body.top_p, top_k=top_k,
-                              min_p=body.min_p)
-
-    def _limit(requested: int | None, prompts: Sequence[Sequence[int]]) -> int:
+    def _limit(self, requested: int | None, prompts: Sequence[Sequence[int]]) -> int:
         if requested is not None:
             return requested
-        if engine.max_context:
-            return max(1, engine.max_context - max(len(p) for p in prompts))
+        if self.engine.max_context:
+            return max(1, self.engine.max_context - max(len(p) for p in prompts))
         return 16
 
-    @app.post("/v1/completions", response_model=None)
-    async def completions(body: CompletionRequest) -> Any:
-        adapter = _adapter_of(body.model)
-        p = body.prompt
-        prompts: list[list[int]] = []
+    def _completion_prompts(self, p: str | list[int] | list[str] | list[list[int]]) -> list[list[int]]:
         if isinstance(p, str):
-            prompts = [engine.encode(p)]
-        elif all(isinstance(x, int) for x in p):
-            prompts = [[x for x in p if isinstance(x, int)]]
-        else:
-            for x in p:
-                prompts.append(engine.encode(x) if isinstance(x, str) else [int(i) for i in x] if isinstance(x, list)
-                               else [])
-        top_n = body.logprobs or 0
-        request = ServeRequest(prompts=prompts, n=body.n, params=_params(body, _limit(body.max_tokens, prompts)),
-                               adapter=adapter, seed=body.seed, top_n=top_n, stop=body.stops,
-                               include_stop=body.include_stop_str_in_output,
-                               skip_special_tokens=body.skip_special_tokens)
-        view = _View(engine, body, chat=False, want_logprobs=body.logprobs is not None, top_n=top_n)
-        return await _respond(request, view, prompts)
+            return [self.engine.encode(p)]
+        if all(isinstance(x, int) for x in p):
+            return [[x for x in p if isinstance(x, int)]]
+        return [self.engine.encode(x) if isinstance(x, str) else [int(i) for i in x] if isinstance(x, list) else []
+                for x in p]
 
-    @app.post("/v1/chat/completions", response_model=None)
-    async def chat(body: ChatRequest) -> Any:
-        adapter = _adapter_of(body.model)
-        prompts = [engine.chat_prompt([m.as_template() for m in body.messages])]
+    async def completions(self, body: CompletionRequest) -> Any:
+        adapter = self._adapter_of(body.model)
+        prompts = self._completion_prompts(body.prompt)
+        top_n = body.logprobs or 0
+        request = _serve_request(body, prompts, _sampling(body, self._limit(body.max_tokens, prompts)), adapter, top_n)
+        view = _View(self.engine, body, chat=False, want_logprobs=body.logprobs is not None, top_n=top_n)
+        return await self._respond(request, view, prompts)
+
+    async def chat(self, body: ChatRequest) -> Any:
+        adapter = self._adapter_of(body.model)
+        prompts = [self.engine.chat_prompt([m.as_template() for m in body.messages])]
         limit = body.max_completion_tokens or body.max_tokens
         top_n = (body.top_logprobs or 0) if body.logprobs else 0
-        request = ServeRequest(prompts=prompts, n=body.n, params=_params(body, _limit(limit, prompts)),
-                               adapter=adapter, seed=body.seed, top_n=top_n, stop=body.stops,
-                               include_stop=body.include_stop_str_in_output,
-                               skip_special_tokens=body.skip_special_tokens)
-        view = _View(engine, body, chat=True, want_logprobs=body.logprobs, top_n=top_n)
-        return await _respond(request, view, prompts)
+        request = _serve_request(body, prompts, _sampling(body, self._limit(limit, prompts)), adapter, top_n)
+        view = _View(self.engine, body, chat=True, want_logprobs=body.logprobs, top_n=top_n)
+        return await self._respond(request, view, prompts)
 
-    @app.post(token_generate.PATH, response_model=None)
-    async def generate(request: Request) -> Any:
+    async def generate(self, request: Request) -> Any:
         try:
             body = await request.json()
         except ValueError:
             return error(400, "the request body is not valid JSON")
         prompt = token_generate.prompt_of(body)
-        model = body.get("model", engine.model_name)
-        adapter = _adapter_of(model) if isinstance(model, str) else None
-        base = SamplingParams(max_tokens=_limit(None, [prompt]))
-        params = token_generate.sampling_of(body.get("sampling_params"), base, getattr(engine, "eos_ids", ()))
+        model = body.get("model", self.engine.model_name)
+        adapter = self._adapter_of(model) if isinstance(model, str) else None
+        base = SamplingParams(max_tokens=self._limit(None, [prompt]))
+        params = token_generate.sampling_of(body.get("sampling_params"), base, getattr(self.engine, "eos_ids", ()))
         serve = ServeRequest(prompts=[prompt], n=1, params=params, adapter=adapter, seed=params.seed,
                              skip_special_tokens=False)
-        (row,) = await asyncio.wrap_future(engine.submit(serve))
+        (row,) = await asyncio.wrap_future(self.engine.submit(serve))
         return token_generate.answer(prompt, row.token_ids, row.logprobs, row.finish_reason)
 
-    async def _respond(request: Any, view: _View, prompts: list[list[int]]) -> Any:
+    async def _respond(self, request: Any, view: _View, prompts: list[list[int]]) -> Any:
         prompt_tokens = sum(len(p) for p in prompts)
         if not view.body.stream:
-            rows = await asyncio.wrap_future(engine.submit(request))
+            rows = await asyncio.wrap_future(self.engine.submit(request))
             return view.response(rows, prompts, prompt_tokens)
         loop = asyncio.get_running_loop()
         events: asyncio.Queue[Any] = asyncio.Queue()
         request.on_token = lambda event: loop.call_soon_threadsafe(events.put_nowait, event)
-        future = engine.submit(request)  # raises ServeError before the stream starts
+        future = self.engine.submit(request)  # raises ServeError before the stream starts
         future.add_done_callback(lambda _: loop.call_soon_threadsafe(events.put_nowait, None))
         return StreamingResponse(view.stream(events, future, prompt_tokens), media_type="text/event-stream")
-
-    return app
 
 
 class _View:

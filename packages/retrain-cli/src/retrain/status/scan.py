@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import statistics
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -34,113 +33,23 @@ from retrain.io import layout
 from retrain.io.json import load_json_object
 from retrain.metrics.scan import Tail, number, read_tail, row_step_time
 from retrain.status.pid import pid_alive, read_pid
+from retrain.status.report import (
+    ENDED,
+    PASS_AT_1,
+    REWARD,
+    STATES,
+    CampaignSummary,
+    CellStats,
+    RunSummary,
+    StatusReport,
+)
 
 STALE_AFTER_S = 300.0
 #: The default view hides ended campaigns idle for longer than this.
 HIDE_IDLE_AFTER_S = 24 * 3600.0
 TAIL_ROWS = 16
-STATES = ("running", "stale", "pending", "dead", "interrupted", "failed", "finished")
-ENDED = frozenset({"finished", "failed", "interrupted"})
 _SKIP_DIRS = frozenset({"wandb", layout.EMERGENCE_DIR, "__pycache__"})
 _RUN_NAME = re.compile(r"^(?P<label>.+)_s(?P<seed>-?\d+)$")
-
-
-class RunSummary(msgspec.Struct, kw_only=True):
-    run: str
-    path: str
-    state: str
-    condition: str | None = None
-    seed: int | None = None
-    phase: str | None = None
-    step: int | None = None
-    max_steps: int | None = None
-    correct_rate: float | None = None
-    loss: float | None = None
-    mean_reward: float | None = None
-    wall_time_s: float | None = None
-    wall_time_estimated: bool = False
-    completed: bool = False
-    failed: bool = False
-    stale: bool = False
-    pid: int | None = None
-    alive: bool | None = None
-    trainer: str | None = None
-    failure: str | None = None
-    resume_mode: str | None = None
-    resume_warning: str | None = None
-    latest_step_time_s: float | None = None
-    tokens_per_second: float | None = None
-    sample_share: float | None = None
-    train_share: float | None = None
-    train_time_semantics: str | None = None
-    train_submit_enqueue_time_s: float | None = None
-    train_submit_enqueue_share: float | None = None
-    process_max_rss_mb: float | None = None
-    last_update: float | None = None
-    age_s: float | None = None
-    #: the latest held-out evaluation (eval.jsonl): after how many RL steps, with k samples
-    eval_step: int | None = None
-    eval_k: int | None = None
-    eval_pass_at_1: float | None = None
-    eval_pass_at_k: float | None = None
-    eval_mean_reward: float | None = None
-
-    @property
-    def steps_done(self) -> int | None:
-        return None if self.step is None else self.step + 1
-
-
-#: What a matrix cell holds: held-out pass@1, or the last RL step's mean reward.
-PASS_AT_1, REWARD = "eval/pass@1", "mean_reward"
-
-
-class CellStats(msgspec.Struct, kw_only=True):
-    """Mean and sample std (0 for one run) of a condition's cells over its `n` finished runs."""
-
-    mean: float
-    std: float
-    n: int
-
-    @classmethod
-    def of(cls, values: list[float]) -> CellStats | None:
-        if not values:
-            return None
-        return cls(mean=statistics.fmean(values), std=statistics.stdev(values) if len(values) > 1 else 0.0,
-                   n=len(values))
-
-
-class CampaignSummary(msgspec.Struct, kw_only=True):
-    run: str
-    path: str
-    status: str
-    conditions: list[str]
-    seeds: list[int]
-    max_steps: int | None
-    num_runs: int
-    completed: int
-    failed: int
-    counts: dict[str, int]
-    runs: list[RunSummary]
-    #: condition -> seed -> the run's `matrix_metric` (None: no value yet)
-    matrix: dict[str, dict[str, float | None]]
-    matrix_metric: str = REWARD
-    matrix_stats: dict[str, CellStats | None] = msgspec.field(default_factory=dict)
-    campaign_toml: str | None = None
-    timestamp: str | None = None
-    runner_pid: int | None = None
-    runner_alive: bool | None = None
-    last_activity: float | None = None
-    error: str | None = None
-
-
-class StatusReport(msgspec.Struct, kw_only=True):
-    root: str
-    generated_at: float
-    runs: list[RunSummary]
-    campaigns: list[CampaignSummary]
-
-    def all_runs(self) -> list[RunSummary]:
-        return [r for c in self.campaigns for r in c.runs] + self.runs
 
 
 @dataclass(frozen=True)
@@ -206,6 +115,64 @@ def _shorten(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+def _outcome(state_file: dict[str, Any], meta: dict[str, Any], returncode: int | None) -> tuple[bool, bool, bool]:
+    """(completed, interrupted, failed): at most one holds, in that order of precedence."""
+    completed = state_file.get("checkpoint_name") == "final" or meta.get("status") == "succeeded"
+    interrupted = not completed and meta.get("status") == "interrupted"
+    failed = not completed and not interrupted and (meta.get("status") == "failed" or returncode not in (None, 0))
+    return completed, interrupted, failed
+
+
+def _run_state(completed: bool, interrupted: bool, failed: bool, alive: bool | None, age: float | None) -> str:
+    if completed:
+        return "finished"
+    if interrupted:
+        return "interrupted"
+    if failed:
+        return "failed"
+    if alive is False:
+        return "dead"
+    if age is None:
+        return "running" if alive else "pending"
+    if age > STALE_AFTER_S:
+        return "stale"
+    return "running"
+
+
+def _failure(meta: dict[str, Any], returncode: int | None) -> str | None:
+    why = " ".join(m for m in (_str(meta.get("failure_status")), _str(meta.get("error_message"))) if m)
+    return _shorten(why) or (f"exit_code:{returncode}" if returncode not in (None, 0) else None)
+
+
+def _last_row_fields(last: dict[str, Any]) -> dict[str, Any]:
+    """The RunSummary fields read from the newest metrics row."""
+    return {
+        "phase": _str(last.get("phase")),
+        "correct_rate": number(last.get("correct_rate")),
+        "loss": number(last.get("loss")),
+        "mean_reward": number(last.get("mean_reward")),
+        "latest_step_time_s": row_step_time(last),
+        "tokens_per_second": number(last.get("tokens_per_second")),
+        "sample_share": number(last.get("sample_share")),
+        "train_share": number(last.get("train_share")),
+        "train_time_semantics": _str(last.get("train_time_semantics")),
+        "train_submit_enqueue_time_s": number(last.get("train_submit_enqueue_time_s")),
+        "train_submit_enqueue_share": number(last.get("train_submit_enqueue_share")),
+        "process_max_rss_mb": number(last.get("process_max_rss_mb")),
+    }
+
+
+def _eval_fields(evaluation: EvalRow | None) -> dict[str, Any]:
+    """The RunSummary fields read from the last eval.jsonl row (all None without one)."""
+    return {
+        "eval_step": evaluation.step if evaluation else None,
+        "eval_k": evaluation.k if evaluation else None,
+        "eval_pass_at_1": evaluation.pass_at_1 if evaluation else None,
+        "eval_pass_at_k": evaluation.pass_at_k if evaluation else None,
+        "eval_mean_reward": evaluation.mean_reward if evaluation else None,
+    }
+
+
 def scan_run(
     path: Path,
     scope: Scope,
@@ -224,47 +191,21 @@ def scan_run(
     pid, pid_written = read_pid(path, scope.allows)
     alive = pid_alive(pid, pid_written) if pid is not None else None
 
-    completed = state_file.get("checkpoint_name") == "final" or meta.get("status") == "succeeded"
-    interrupted = not completed and meta.get("status") == "interrupted"
-    failed = not completed and not interrupted and (meta.get("status") == "failed" or returncode not in (None, 0))
+    completed, interrupted, failed = _outcome(state_file, meta, returncode)
     step = _int(last.get("step"))
     if completed and _int(state_file.get("step")) is not None:
         max_steps = state_file["step"] + 1
-    max_steps = max_steps or _max_steps(meta)
     age = None if tail.mtime is None else max(0.0, now - tail.mtime)
     wall, estimated = _wall_time(tail, None if step is None else step + 1)
-
-    if completed:
-        state = "finished"
-    elif interrupted:
-        state = "interrupted"
-    elif failed:
-        state = "failed"
-    elif alive is False:
-        state = "dead"
-    elif age is None:
-        state = "running" if alive else "pending"
-    elif age > STALE_AFTER_S:
-        state = "stale"
-    else:
-        state = "running"
-
-    failure = None
-    if failed:
-        why = " ".join(m for m in (_str(meta.get("failure_status")), _str(meta.get("error_message"))) if m)
-        failure = _shorten(why) or (f"exit_code:{returncode}" if returncode not in (None, 0) else None)
+    state = _run_state(completed, interrupted, failed, alive, age)
     return RunSummary(
         run=scope.run_id(path),
         path=str(path),
         state=state,
         condition=_str(last.get("condition")) or condition,
         seed=seed,
-        phase=_str(last.get("phase")),
         step=step,
-        max_steps=max_steps,
-        correct_rate=number(last.get("correct_rate")),
-        loss=number(last.get("loss")),
-        mean_reward=number(last.get("mean_reward")),
+        max_steps=max_steps or _max_steps(meta),
         wall_time_s=wall,
         wall_time_estimated=estimated,
         completed=completed,
@@ -273,24 +214,13 @@ def scan_run(
         pid=pid,
         alive=alive,
         trainer=_str(meta.get("trainer")),
-        failure=failure,
+        failure=_failure(meta, returncode) if failed else None,
         resume_mode=_str(state_file.get("resume_mode")),
         resume_warning=_str(state_file.get("resume_warning")),
-        latest_step_time_s=row_step_time(last),
-        tokens_per_second=number(last.get("tokens_per_second")),
-        sample_share=number(last.get("sample_share")),
-        train_share=number(last.get("train_share")),
-        train_time_semantics=_str(last.get("train_time_semantics")),
-        train_submit_enqueue_time_s=number(last.get("train_submit_enqueue_time_s")),
-        train_submit_enqueue_share=number(last.get("train_submit_enqueue_share")),
-        process_max_rss_mb=number(last.get("process_max_rss_mb")),
         last_update=tail.mtime,
         age_s=age,
-        eval_step=evaluation.step if evaluation else None,
-        eval_k=evaluation.k if evaluation else None,
-        eval_pass_at_1=evaluation.pass_at_1 if evaluation else None,
-        eval_pass_at_k=evaluation.pass_at_k if evaluation else None,
-        eval_mean_reward=evaluation.mean_reward if evaluation else None,
+        **_last_row_fields(last),
+        **_eval_fields(evaluation),
     )
 
 
@@ -338,14 +268,14 @@ def campaign_status(runs: Iterable[RunSummary], runner_alive: bool | None) -> st
     return "dead"
 
 
-def scan_campaign(path: Path, scope: Scope, *, now: float) -> CampaignSummary:
-    manifest_path = path / layout.MANIFEST
-    manifest = scope.json(manifest_path)
-    error = None if manifest else "manifest.json is missing or unreadable"
-    entries = [e for e in manifest.get("runs", []) if isinstance(e, dict)] if manifest else []
+def _manifest_entries(path: Path, manifest: dict[str, Any]) -> list[dict[str, Any]]:
     if not manifest:
-        entries = _entries_without_manifest(path)
-    max_steps = _int(manifest.get("max_steps"))
+        return _entries_without_manifest(path)
+    return [e for e in manifest.get("runs", []) if isinstance(e, dict)]
+
+
+def _campaign_runs(path: Path, scope: Scope, entries: list[dict[str, Any]], *, now: float,
+                   max_steps: int | None) -> list[RunSummary]:
     runs: list[RunSummary] = []
     for entry in entries:
         log_dir = resolve_log_dir(path, entry, scope.allows)
@@ -357,7 +287,11 @@ def scan_campaign(path: Path, scope: Scope, *, now: float) -> CampaignSummary:
                              seed=seed, returncode=_int(entry.get("returncode"))))
         # The manifest's label wins over a row's: the matrix is keyed by manifest conditions.
         runs[-1].condition = condition or runs[-1].condition
+    return runs
 
+
+def _axes(manifest: dict[str, Any], runs: list[RunSummary]) -> tuple[list[str], list[int]]:
+    """The matrix's conditions and seeds: the manifest's, then any only a run names."""
     conditions = [c for c in manifest.get("conditions", []) if isinstance(c, str)]
     seeds = [s for s in manifest.get("seeds", []) if _int(s) is not None]
     for r in runs:
@@ -365,6 +299,12 @@ def scan_campaign(path: Path, scope: Scope, *, now: float) -> CampaignSummary:
             conditions.append(r.condition)
         if r.seed is not None and r.seed not in seeds:
             seeds.append(r.seed)
+    return conditions, seeds
+
+
+def _matrix(runs: list[RunSummary], conditions: list[str], seeds: list[int]
+            ) -> tuple[str, dict[str, dict[str, float | None]], dict[str, CellStats | None]]:
+    """(matrix_metric, matrix, matrix_stats)."""
     metric = PASS_AT_1 if any(r.eval_pass_at_1 is not None for r in runs) else REWARD
     matrix: dict[str, dict[str, float | None]] = {c: {str(s): None for s in seeds} for c in conditions}
     finished: dict[str, list[float]] = {c: [] for c in conditions}
@@ -374,16 +314,30 @@ def scan_campaign(path: Path, scope: Scope, *, now: float) -> CampaignSummary:
             matrix[r.condition][str(r.seed)] = value
         if r.condition and r.state == "finished" and value is not None:
             finished[r.condition].append(value)
+    return metric, matrix, {c: CellStats.of(values) for c, values in finished.items()}
 
-    runner_pid = _int(manifest.get("runner_pid"))
-    runner_alive = pid_alive(runner_pid) if runner_pid else None
-    counts = {s: sum(r.state == s for r in runs) for s in STATES}
+
+def _last_activity(runs: list[RunSummary], manifest_path: Path) -> float | None:
+    """The newest metrics write of a run, else the manifest's mtime."""
     activity = [r.last_update for r in runs if r.last_update is not None]
     if not activity:
         try:
             activity = [manifest_path.stat().st_mtime]
         except OSError:
             activity = []
+    return max(activity) if activity else None
+
+
+def scan_campaign(path: Path, scope: Scope, *, now: float) -> CampaignSummary:
+    manifest_path = path / layout.MANIFEST
+    manifest = scope.json(manifest_path)
+    max_steps = _int(manifest.get("max_steps"))
+    runs = _campaign_runs(path, scope, _manifest_entries(path, manifest), now=now, max_steps=max_steps)
+    conditions, seeds = _axes(manifest, runs)
+    metric, matrix, stats = _matrix(runs, conditions, seeds)
+    runner_pid = _int(manifest.get("runner_pid"))
+    runner_alive = pid_alive(runner_pid) if runner_pid else None
+    counts = {s: sum(r.state == s for r in runs) for s in STATES}
     return CampaignSummary(
         run=scope.run_id(path),
         path=str(path),
@@ -398,13 +352,13 @@ def scan_campaign(path: Path, scope: Scope, *, now: float) -> CampaignSummary:
         runs=runs,
         matrix=matrix,
         matrix_metric=metric,
-        matrix_stats={c: CellStats.of(values) for c, values in finished.items()},
+        matrix_stats=stats,
         campaign_toml=_str(manifest.get("campaign_toml")),
         timestamp=_str(manifest.get("timestamp")),
         runner_pid=runner_pid,
         runner_alive=runner_alive,
-        last_activity=max(activity) if activity else None,
-        error=error,
+        last_activity=_last_activity(runs, manifest_path),
+        error=None if manifest else "manifest.json is missing or unreadable",
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import textwrap
 
-from retrain.backends.catalog import all_entries, describe_catalog
+from retrain.backends.catalog import BackendEntry, all_entries, describe_catalog
 from retrain.backends.protocol import BACKEND_CONTRACT
 from retrain.config.validate.built import option_built
 from retrain.environments import catalog as environments
@@ -18,41 +18,54 @@ INDENT = " " * 12
 
 def run(as_json: bool) -> None:
     if as_json:
-        data = describe_catalog()
-        data["contracts"]["environment"] = text(ENVIRONMENT_CONTRACT)
-        data["environments"] = [_describe_environment(e) for e in environments.all_entries()]
-        from retrain.commands.doctor.probe import unsloth_here
-
-        data["unsloth_runs_here"] = unsloth_here()
-        print(json.dumps(data, indent=2, default=str))
+        _print_json()
         return
     core = distribution_version("retrain-core") or "?"
     lines = [f"Contracts: backend {supported_text(BACKEND_CONTRACT)}, environment "
              f"{supported_text(ENVIRONMENT_CONTRACT)} (retrain-core {core})", "", "Backends:"]
     for entry in all_entries():
-        d = entry.definition
-        caps = d.capabilities
-        built = f", contract {text(d.contract)}" if entry.installed else ""
-        lines.append(f"  {entry.name:<9} {entry.status:<30} [{d.distribution}{built}] ({entry.source})")
-        if d.note:
-            lines.append(f"            note: {d.note}")
-        elif not entry.installed:
-            lines.append(f"            install: {d.hint}")
-        for problem in entry.problems:
-            lines.append(f"            problem: {problem}")
-        if entry.name == "unsloth":
-            from retrain.commands.doctor.probe import unsloth_here
+        lines += _backend_lines(entry)
+    lines += ["", "Environments:", *_environment_lines(), "", *_plugin_notes()]
+    print("\n".join(lines))
 
-            lines.append(f"            runs here: {unsloth_here()}")
-        lines.append(f"            {caps.summary()}")
-        schema = d.option_schema or {}
-        lines.append(f"            options: {len(schema)} (`retrain backends --json` lists them)" if schema
-                     else "            options: none")
-        unbuilt = [k for k in schema if not option_built(entry.name, k)]
-        if d.available and unbuilt:
-            lines += textwrap.wrap(f"not built yet ({len(unbuilt)}, refused when set): {', '.join(unbuilt)}",
-                                   width=100, initial_indent=INDENT, subsequent_indent=INDENT + "  ")
-    lines += ["", "Environments:"]
+
+def _print_json() -> None:
+    data = describe_catalog()
+    data["contracts"]["environment"] = text(ENVIRONMENT_CONTRACT)
+    data["environments"] = [_describe_environment(e) for e in environments.all_entries()]
+    from retrain.commands.doctor.probe import unsloth_here
+
+    data["unsloth_runs_here"] = unsloth_here()
+    print(json.dumps(data, indent=2, default=str))
+
+
+def _backend_lines(entry: BackendEntry) -> list[str]:
+    d = entry.definition
+    built = f", contract {text(d.contract)}" if entry.installed else ""
+    lines = [f"  {entry.name:<9} {entry.status:<30} [{d.distribution}{built}] ({entry.source})"]
+    if d.note:
+        lines.append(f"            note: {d.note}")
+    elif not entry.installed:
+        lines.append(f"            install: {d.hint}")
+    for problem in entry.problems:
+        lines.append(f"            problem: {problem}")
+    if entry.name == "unsloth":
+        from retrain.commands.doctor.probe import unsloth_here
+
+        lines.append(f"            runs here: {unsloth_here()}")
+    lines.append(f"            {d.capabilities.summary()}")
+    schema = d.option_schema or {}
+    lines.append(f"            options: {len(schema)} (`retrain backends --json` lists them)" if schema
+                 else "            options: none")
+    unbuilt = [k for k in schema if not option_built(entry.name, k)]
+    if d.available and unbuilt:
+        lines += textwrap.wrap(f"not built yet ({len(unbuilt)}, refused when set): {', '.join(unbuilt)}",
+                               width=100, initial_indent=INDENT, subsequent_indent=INDENT + "  ")
+    return lines
+
+
+def _environment_lines() -> list[str]:
+    lines = []
     envs = environments.all_entries()
     for env in envs:
         declared = text(env.definition.contract) if env.definition is not None else "?"
@@ -62,8 +75,11 @@ def run(as_json: bool) -> None:
         lines += [f"            problem: {p}" for p in env.problems]
     if not envs:
         lines.append("  none installed (pip install retrain-envs)")
-    lines += [
-        "",
+    return lines
+
+
+def _plugin_notes() -> list[str]:
+    return [
         "Plugins: set [backend] backend to a dotted path (my_pkg.module:factory), or register a",
         "BackendDefinition in the `retrain.backends` entry-point group of your distribution.",
         "Dotted-path plugins may declare retrain_backend_capabilities / retrain_backend_option_schema.",
@@ -76,7 +92,6 @@ def run(as_json: bool) -> None:
             "and some options are not built either; a config that "
             "asks for them is refused by name (`retrain man validation`).", width=100),
     ]
-    print("\n".join(lines))
 
 
 def _describe_environment(entry: environments.EnvironmentEntry) -> dict[str, object]:

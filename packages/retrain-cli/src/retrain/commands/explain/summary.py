@@ -28,7 +28,6 @@ def condition_of(config: TrainConfig) -> str:
     return label + ("+echo" if config.echo.enabled else "")
 
 
-
 def data_description(config: TrainConfig) -> str:
     env = config.environment
     if env.provider:
@@ -40,23 +39,15 @@ def data_description(config: TrainConfig) -> str:
     return config.data.source
 
 
-def single_summary(loaded: LoadedConfig) -> dict[str, Any]:
-    c = loaded.config
-    t, e = c.training, c.echo
+def _model_and_backend(c: TrainConfig) -> dict[str, Any]:
     entry = catalog.entry_for(c.backend.backend, c.backend.options)
     caps = entry.definition.capabilities if entry else catalog.PLUGIN_DEFAULT_CAPABILITIES
     resume_mode, resume_warning = resume_contract(caps)
-    is_sft = t.trainer == "sft"
-    datums = (t.sft_batch_size or t.batch_size) if is_sft else t.batch_size * t.group_size
-    sft_max = t.sft_max_tokens or (t.max_tokens if is_sft else t.max_tokens + 512)
-    echo_bounded = e.target_retention == "bounded"
     return {
-        "mode": "single",
-        "config": loaded.path or "(defaults)",
         "model": c.model.model,
         "model_revision": c.model.revision,
         "model_local_files_only": c.model.local_files_only,
-        "trainer": t.trainer,
+        "trainer": c.training.trainer,
         "backend": c.backend.backend,
         "backend_status": entry.status if entry else "unknown",
         "backend_options": sanitize(c.backend.options),
@@ -65,13 +56,26 @@ def single_summary(loaded: LoadedConfig) -> dict[str, Any]:
         "resume_mode": resume_mode,
         "resume_warning": resume_warning,
         "resume_from": c.resume.from_,
+    }
+
+
+def _algorithm(c: TrainConfig) -> dict[str, Any]:
+    return {
         "condition": condition_of(c),
         "algorithm_mode": c.algorithm.algorithm_mode,
         "advantage_mode": c.algorithm.advantage_mode,
         "transform_mode": c.algorithm.transform_mode,
         "uncertainty_kind": c.algorithm.uncertainty_kind,
-        "policy_loss_mode": t.policy_loss_mode,
-        "importance_sampling_level": t.importance_sampling_level,
+        "policy_loss_mode": c.training.policy_loss_mode,
+        "importance_sampling_level": c.training.importance_sampling_level,
+    }
+
+
+def _steps_and_sft(c: TrainConfig) -> dict[str, Any]:
+    t = c.training
+    is_sft = t.trainer == "sft"
+    datums = (t.sft_batch_size or t.batch_size) if is_sft else t.batch_size * t.group_size
+    return {
         "max_steps": t.max_steps,
         "batch_size": t.batch_size,
         "group_size": t.group_size,
@@ -82,10 +86,17 @@ def single_summary(loaded: LoadedConfig) -> dict[str, Any]:
         "sft_data_sha256": t.sft_data_sha256,
         "sft_data_rows": t.sft_data_rows,
         "sft_batch_size": t.sft_batch_size or t.batch_size,
-        "sft_max_tokens": sft_max,
+        "sft_max_tokens": t.sft_max_tokens or (t.max_tokens if is_sft else t.max_tokens + 512),
         "sft_lr": t.sft_lr or t.lr,
         "sft_loss_fn": effective_sft_loss(c),
         "sft_batch_order": t.sft_batch_order,
+    }
+
+
+def _echo_and_sampling(c: TrainConfig) -> dict[str, Any]:
+    t, e = c.training, c.echo
+    echo_bounded = e.target_retention == "bounded"
+    return {
         "echo_enabled": e.enabled,
         "echo_weight": e.weight,
         "echo_target_retention": e.target_retention,
@@ -98,18 +109,37 @@ def single_summary(loaded: LoadedConfig) -> dict[str, Any]:
         "seed": t.seed,
         "lora_rank": c.model.lora_rank,
         "lora_alpha": c.lora_alpha,
+    }
+
+
+def _data_and_outputs(c: TrainConfig) -> dict[str, Any]:
+    return {
         "data": data_description(c),
         "reward_type": c.reward.type,
         "inference_engine": c.inference.engine,
         "log_dir": c.logging.log_dir,
         "adapter_path": c.backend.adapter_path,
-        "save_every": t.save_every,
+        "save_every": c.training.save_every,
         "wandb_project": c.logging.wandb_project or "(disabled)",
         "checkpoint_artifacts": c.logging.checkpoint_artifacts,
         "environment_provider": c.environment.provider,
         "environment_id": c.environment.id,
         "environment_max_turns": c.environment.max_turns,
         "environment_renderer": c.environment.args.get("renderer", ""),
+    }
+
+
+def single_summary(loaded: LoadedConfig) -> dict[str, Any]:
+    # key order is the JSON output's and the text view's order
+    c = loaded.config
+    return {
+        "mode": "single",
+        "config": loaded.path or "(defaults)",
+        **_model_and_backend(c),
+        **_algorithm(c),
+        **_steps_and_sft(c),
+        **_echo_and_sampling(c),
+        **_data_and_outputs(c),
         "warnings": [w.render() for w in loaded.warnings] + machine_warnings(c),
         "dep_warnings": dependency_warnings(c),
     }
