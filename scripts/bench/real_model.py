@@ -15,7 +15,10 @@ warmup: TRL's GRPOTrainer has none): 8 prompts x 4 completions of at most 16 tok
 token-mean loss, group-mean advantages, temperature 1, the partial-credit reward. Both trainers
 load the same converted model folder and read the same JSONL of problems, rendered as the
 same chat turns (retrain's system prompt asking for \\boxed{}, "What is a + b?"), and score
-with the same code (retrain/rewards/boxed.py). Per seed TRL runs first, then retrain, so a
+with the same code (retrain/rewards/boxed.py). The comparison is paired: per seed, TRL reads the
+problems in the order retrain walks them for that seed (its training problems, shuffled by the
+seed; TRL's own shuffle off), so step k of both trainers asks the same 8 questions and what
+differs between them is the sampling and the trainer. Per seed TRL runs first, then retrain, so a
 change in the machine's load hits both alike. `last_third` is each run's mean reward over its
 last third of the steps. Without the model or a TRL environment it prints `{"skipped": reason}`.
 """
@@ -56,6 +59,17 @@ def write_problems(path: Path, difficulty: int) -> None:
         asked = question(Example(prompt=f"{a}+{b}=", reference=str(a + b), task="arithmetic"))
         lines.append(json.dumps({"system": SYSTEM, "prompt": asked, "reference": str(a + b)}))
     path.write_text("\n".join(lines) + "\n")
+
+
+def in_retrains_order(data: Path, seed: int, out: Path) -> None:
+    """The problems retrain trains on for `seed`, written in the order it walks them."""
+    from retrain.config.schema import TrainConfig
+    from retrain.data.math import load_math
+
+    config = TrainConfig()
+    config.data.path, config.training.seed = str(data), seed
+    by_prompt = {json.loads(line)["prompt"]: line for line in data.read_text().splitlines() if line.strip()}
+    out.write_text("".join(by_prompt[ex.prompt] + "\n" for ex in load_math(config)))
 
 
 def last_third(rewards: list[float], steps: int) -> float:
@@ -110,12 +124,15 @@ def main() -> None:
                            "difficulty": difficulty, "torch_threads": threads,
                            "shape": {"prompts": PROMPTS, "group": GROUP, "max_tokens": MAX_TOKENS, "lr": LR,
                                      "lora_rank": RANK},
-                           "order": "per seed: TRL then retrain", "load_average_start": os.getloadavg(),
+                           "order": "per seed: TRL then retrain", "paired": "same problems per step", "load_average_start": os.getloadavg(),
                            "versions": trl_env.pins()}
     trl_runs, ours = [], []
     for seed in seeds:
         print(f"== seed {seed}: trl", file=sys.stderr, flush=True)
-        trl_runs.append(run([str(python), str(PEER / "real_trl.py"), "--model", str(model), "--data", str(data),
+        ordered = root / f"problems-seed{seed}.jsonl"
+        in_retrains_order(data, seed, ordered)
+        trl_runs.append(run([str(python), str(PEER / "real_trl.py"), "--model", str(model), "--data", str(ordered),
+                             "--in-order",
                              "--boxed", str(boxed), "--seed", str(seed), "--steps", str(steps),
                              "--prompts", str(PROMPTS), "--group", str(GROUP), "--max-tokens", str(MAX_TOKENS),
                              "--lr", str(LR), "--rank", str(RANK)], threads))

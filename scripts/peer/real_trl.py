@@ -10,6 +10,8 @@ code. Settings mirror the retrain side: LoRA rank `--rank`, alpha 2 x rank, drop
 linear layer of the blocks ("all-linear"), group-mean advantages (`scale_rewards="none"`), the
 token mean over the step (`loss_type="dapo"`), beta 0, constant lr, AdamW (0.9, 0.999, 1e-8),
 no weight decay or clipping, temperature 1, top_p 1, one optimizer step per generated batch.
+`--in-order` walks `--data` in file order (TRL's `shuffle_dataset` off): the benchmark writes it
+in the order retrain walks the problems for the seed, so both trainers see the same prompts.
 Everything else is TRL's default, as a TRL user gets it.
 """
 
@@ -53,6 +55,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=16)
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--rank", type=int, default=16)
+    parser.add_argument("--in-order", action="store_true")
     args = parser.parse_args()
     partial = load_reward(args.boxed)
 
@@ -69,7 +72,8 @@ def main() -> None:
         lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, adam_beta1=0.9, adam_beta2=0.999,
         adam_epsilon=1e-8, max_grad_norm=0.0, scale_rewards="none", loss_type="dapo", beta=0.0,
         max_steps=args.steps, logging_steps=1, report_to=[], use_cpu=True, bf16=False, save_strategy="no",
-        temperature=1.0, top_p=1.0, top_k=0, seed=args.seed, dataloader_num_workers=0)
+        temperature=1.0, top_p=1.0, top_k=0, seed=args.seed, dataloader_num_workers=0,
+        shuffle_dataset=not args.in_order)
     lora = LoraConfig(r=args.rank, lora_alpha=2 * args.rank, lora_dropout=0.0, target_modules="all-linear")
     clock = StepClock()
     trainer = GRPOTrainer(model=args.model, reward_funcs=reward, args=config, peft_config=lora,
