@@ -14,7 +14,7 @@ from retrain.backends.options import BUILTIN_OPTION_SCHEMAS
 from retrain.config import load_config
 from retrain.config.fields import all_fields
 from retrain.config.reference import render_markdown
-from retrain.config.validate.inert import INERT, OPTIONS
+from retrain.config.validate.inert import INERT
 from retrain.registry import builtin
 
 # label -> (the key set while its feature is off, the switch the warning names, the same key live)
@@ -97,6 +97,30 @@ def test_a_gpu_on_the_config_makes_cuda_options_live_whatever_this_machine_has(t
     assert not any("sample_cuda_graphs" in w for w in warnings_of(tmp_path, text.format("gpu:3")))
 
 
+def test_a_plugin_backend_marks_its_own_cuda_only_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule reads the configured backend's option schema, whatever backend it is."""
+    (tmp_path / "cudaopt_backend.py").write_text(
+        "def retrain_backend_option_schema(options):\n"
+        "    return {'graphs': {'type': 'bool', 'default': True, 'cuda_only': 'graphs need CUDA'},\n"
+        "            'speed': {'type': 'int', 'default': 1}}\n"
+        "def make(config):\n    raise RuntimeError\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    text = ("[backend]\nbackend = 'cudaopt_backend.make'\ndevices = '{}'\n"
+            "[backend.options]\ngraphs = false\nspeed = 3\n")
+    on_cpu = [w for w in warnings_of(tmp_path, text.format("cpu")) if "[backend.options]" in w]
+    assert len(on_cpu) == 1 and "graphs: not read: the run trains on the CPU (graphs need CUDA)" in on_cpu[0], on_cpu
+    assert not [w for w in warnings_of(tmp_path, text.format("gpu:0")) if "[backend.options]" in w]
+
+
+def test_the_local_backends_cuda_only_options() -> None:
+    marked = {name for name, spec in BUILTIN_OPTION_SCHEMAS["local"].items() if spec.cuda_only}
+    assert marked == {"gradient_checkpointing", "gradient_checkpointing_use_reentrant",
+                      "gradient_checkpointing_skip_last_n", "train_save_on_cpu", "train_save_on_cpu_pin_memory",
+                      "train_save_on_cpu_min_numel", "cuda_empty_cache", "cuda_expandable_segments",
+                      "sample_cuda_graphs"}
+    assert not [name for name, spec in BUILTIN_OPTION_SCHEMAS["unsloth"].items() if spec.cuda_only]
+
+
 def test_plugins_decide_what_they_read(tmp_path: Path) -> None:
     text = "[algorithm]\ntransform_mode = 'plugins.my_transform'\n[gtpo]\nbeta = 0.3\n[hicra]\nalpha = 0.4\n"
     p = tmp_path / "c.toml"
@@ -110,10 +134,7 @@ def test_every_rule_names_real_keys_and_options() -> None:
     for rule in INERT:
         assert rule.keys and rule.switch, rule
         for key in rule.keys:
-            if key.startswith(OPTIONS):
-                assert key.removeprefix(OPTIONS) in BUILTIN_OPTION_SCHEMAS[rule.backend], key
-            else:
-                assert key in dotted, key
+            assert key in dotted, key
 
 
 def test_transform_facts_by_name_match_the_transforms() -> None:

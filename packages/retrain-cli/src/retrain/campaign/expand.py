@@ -20,6 +20,7 @@ from retrain.campaign.configs import config_toml, fingerprint
 from retrain.campaign.parse import CampaignPlan, Condition
 from retrain.config.schema import CampaignConfig, TrainConfig
 from retrain.config.source import TomlSource
+from retrain.config.validate.backend import backend_entry, capabilities_of
 from retrain.io import layout
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.+~=,@-]")
@@ -104,11 +105,11 @@ def expand(plan: CampaignPlan, source: TomlSource) -> Campaign:
 
 def _run_config(config: TrainConfig, label: str, name: str, seed: int, max_steps: int, log_dir: Path,
                 adapter_path: Path, throttle: Path) -> TrainConfig:
-    """The campaign's runs on tinker share one throttle (at most max_concurrent remote calls in
-    flight across the parallel runs) unless the file names its own."""
+    """The campaign's runs on a remote service (tinker) share one throttle (at most
+    max_concurrent remote calls in flight across the parallel runs) unless the file names its own."""
     replace = msgspec.structs.replace
     backend = replace(config.backend, adapter_path=str(adapter_path))
-    if config.backend.backend == "tinker" and not config.backend.throttle_dir:
+    if capabilities_of(backend_entry(config)).remote_service and not config.backend.throttle_dir:
         backend = replace(backend, throttle_dir=str(throttle))
     logging = replace(config.logging, log_dir=str(log_dir))
     if config.logging.wandb_project:

@@ -368,10 +368,10 @@ def _parse_option_spec(raw: Any) -> OptionSpec:
     tp = raw.get("type", raw.get("value_type", str)) if isinstance(raw, Mapping) else str
     if isinstance(tp, str):
         tp = _TYPE_NAMES.get(tp.lower(), str)
-    choices = raw.get("choices") if isinstance(raw, Mapping) else None
-    return OptionSpec(tp, raw.get("default") if isinstance(raw, Mapping) else None,
-                      choices=tuple(choices) if choices else None,
-                      validator=raw.get("validator") if isinstance(raw, Mapping) else None)
+    fields = raw if isinstance(raw, Mapping) else {}
+    choices = fields.get("choices")
+    return OptionSpec(tp, fields.get("default"), choices=tuple(choices) if choices else None,
+                      validator=fields.get("validator"), cuda_only=str(fields.get("cuda_only", "")))
 
 
 def describe_catalog() -> dict[str, Any]:
@@ -392,7 +392,7 @@ def describe_catalog() -> dict[str, Any]:
             "default_capabilities": PLUGIN_DEFAULT_CAPABILITIES.as_dict(),
             "capability_hooks": list(_CAPABILITY_HOOKS),
             "option_schema_hooks": list(_SCHEMA_HOOKS),
-            "option_schema_format": "{key: {type|value_type, default, choices?, validator?}}",
+            "option_schema_format": "{key: {type|value_type, default, choices?, validator?, cuda_only?}}",
         },
     }
 

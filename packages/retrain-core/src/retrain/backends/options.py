@@ -7,7 +7,7 @@ to the declared type, so backends never re-parse strings. Unknown keys are error
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from retrain.config.errors import ConfigIssue, did_you_mean
@@ -21,6 +21,9 @@ class OptionSpec:
     choices: tuple[Any, ...] | None = None
     validator: Callable[[Any], str | None] | None = None
     description: str = ""
+    # why the option does nothing when the run trains on the CPU ("" when it acts anywhere);
+    # set away from its default on a CPU run it is warned about (retrain.config.validate.inert)
+    cuda_only: str = ""
 
 
 OptionSchema = Mapping[str, OptionSpec]
@@ -140,6 +143,22 @@ LOCAL_OPTIONS: dict[str, OptionSpec] = {
     "kernels": _s("auto", ("auto", "triton", "torch"), description="Selected-token logprob and LoRA kernels: auto (Triton on CUDA when supported), triton, or torch."),
 }
 
+_CHECKPOINTING_ON_CUDA = "gradient checkpointing is used on CUDA only"
+_ACTIVATIONS_ON_CPU = "activations are in CPU memory already"
+#: The local backend's options that only CUDA reads, and why each does nothing on the CPU
+_LOCAL_CUDA_ONLY = {
+    "gradient_checkpointing": _CHECKPOINTING_ON_CUDA,
+    "gradient_checkpointing_use_reentrant": _CHECKPOINTING_ON_CUDA,
+    "gradient_checkpointing_skip_last_n": _CHECKPOINTING_ON_CUDA,
+    "train_save_on_cpu": _ACTIVATIONS_ON_CPU,
+    "train_save_on_cpu_pin_memory": _ACTIVATIONS_ON_CPU,
+    "train_save_on_cpu_min_numel": _ACTIVATIONS_ON_CPU,
+    "cuda_empty_cache": "there is no CUDA cache",
+    "cuda_expandable_segments": "there is no CUDA allocator",
+    "sample_cuda_graphs": "CUDA graphs need a CUDA device",
+}
+LOCAL_OPTIONS = {name: replace(spec, cuda_only=_LOCAL_CUDA_ONLY.get(name, "")) for name, spec in LOCAL_OPTIONS.items()}
+
 UNSLOTH_OPTIONS: dict[str, OptionSpec] = {
     **_TRAIN_SHARED,
     "train_selective_suffix_logits": _b(True),
@@ -257,6 +276,7 @@ def describe_schema(schema: OptionSchema, unbuilt: Collection[str] = ()) -> dict
             "choices": list(spec.choices) if spec.choices is not None else None,
             "has_validator": spec.validator is not None,
             "description": spec.description,
+            "cuda_only": spec.cuda_only,
             "built": key not in unbuilt,
         }
         for key, spec in sorted(schema.items())

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 #: the `Environment` that factory returns.
 #: Checked against each provider's declared contract when its definition is loaded; the same
 #: bump rules as `retrain.backends.protocol.BACKEND_CONTRACT`.
+#: Within 1.0, `Group` lost its `train` and `note` fields: they were the loop's marks, written
+#: on every group after `collect` returned it (an environment's values were overwritten, never
+#: read), and which groups trained is now `StepAdvantages.dispositions`. No provider passed them
+#: (retrain-envs never did); one that does gets a TypeError naming the field.
 ENVIRONMENT_CONTRACT: Contract = (1, 0)
 
 
@@ -50,7 +54,7 @@ class Environment(Protocol):
     package, an unreachable server fail there); `open` runs once the backend exists.
 
     `collect` samples and scores one step's batch, `group_size` rollouts per example, and
-    returns `retrain.training.rollouts.StepRollouts` (multi-turn groups carry their
+    returns `retrain.rollout.group.StepRollouts` (multi-turn groups carry their
     `Episode`s). `state` is saved in checkpoints and handed back to `load_state` on resume.
     """
 

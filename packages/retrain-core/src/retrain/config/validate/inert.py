@@ -7,7 +7,8 @@ is not live speaks for it. Nothing here is an error: none of these settings is h
 run may turn its feature on from the command line or a campaign condition. A key that nothing
 reads at all is refused instead (`validate.built`).
 
-Backend options that only CUDA reads are rules of the same table, about the configured
+Backend options that only CUDA reads are marked so in their backend's option schema
+(`OptionSpec.cuda_only`, plugins included); the warning is about the configured
 `[backend] devices` (all "cpu"), not about whether this machine has CUDA: the config is
 checked the same anywhere, without torch.
 """
@@ -17,27 +18,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
 
-from retrain.backends.options import BUILTIN_OPTION_SCHEMAS
 from retrain.config.errors import ConfigIssue
 from retrain.config.fields import FieldSpec, all_fields, get_value, parse_devices
 from retrain.config.schema import TrainConfig
+from retrain.config.validate.backend import backend_entry
 from retrain.evaluation.settings import Schedule
 from retrain.registry import builtin
-
-OPTIONS = "backend.options."  # `keys` prefix of a backend option
 
 
 @dataclass(frozen=True)
 class Inert:
-    """Keys ("section.key", or "backend.options.NAME" of `backend`) read only while `live`."""
+    """Keys ("section.key") read only while `live`."""
 
     keys: tuple[str, ...]
     live: Callable[[TrainConfig], bool]
     off: Callable[[TrainConfig], str]
     switch: str
-    backend: str = ""
 
 
 def transform_of(c: TrainConfig) -> str | None:
@@ -68,21 +65,6 @@ def _on_gpu(c: TrainConfig) -> bool:
 def _said(text: str) -> Callable[[TrainConfig], str]:
     return lambda c: text
 
-
-#: Live options that only CUDA reads: backend -> option -> why they do nothing on the CPU.
-CUDA_ONLY_OPTIONS: dict[str, dict[str, str]] = {
-    "local": {
-        "gradient_checkpointing": "gradient checkpointing is used on CUDA only",
-        "gradient_checkpointing_use_reentrant": "gradient checkpointing is used on CUDA only",
-        "gradient_checkpointing_skip_last_n": "gradient checkpointing is used on CUDA only",
-        "train_save_on_cpu": "activations are in CPU memory already",
-        "train_save_on_cpu_pin_memory": "activations are in CPU memory already",
-        "train_save_on_cpu_min_numel": "activations are in CPU memory already",
-        "cuda_empty_cache": "there is no CUDA cache",
-        "cuda_expandable_segments": "there is no CUDA allocator",
-        "sample_cuda_graphs": "CUDA graphs need a CUDA device",
-    },
-}
 
 #: policy_loss_mode values that clip the ratio with clip_eps / clip_eps_high (retrain.backends.objective)
 CLIPPING_LOSSES = ("standard", "clip_cov", "cispo")
@@ -155,9 +137,6 @@ INERT: tuple[Inert, ...] = (
            "backpressure.increase_margin", "backpressure.min_batch_size", "backpressure.max_batch_size",
            "backpressure.peak_gflops", "backpressure.peak_bw_gb_s"), lambda c: c.backpressure.enabled,
           _said("back-pressure is off"), "[backpressure] enabled = true"),
-    *(Inert((OPTIONS + option,), _on_gpu, _said(f'the run trains on the CPU ({why})'),
-            '[backend] devices = "gpu:N"', backend=backend)
-      for backend, options in CUDA_ONLY_OPTIONS.items() for option, why in options.items()),
 )
 
 
@@ -166,20 +145,21 @@ def _fields() -> dict[str, FieldSpec]:
     return {spec.dotted: spec for spec in all_fields()}
 
 
-def _label(rule: Inert, key: str) -> str:
-    return f"[backend.options] {key.removeprefix(OPTIONS)}" if key.startswith(OPTIONS) else _fields()[key].label
-
-
-def _is_set(c: TrainConfig, rule: Inert, key: str) -> bool:
-    """Set away from its default (backend options are coerced by validation already)."""
-    if key.startswith(OPTIONS):
-        name = key.removeprefix(OPTIONS)
-        if c.backend.backend != rule.backend or name not in c.backend.options:
-            return False
-        value: Any = c.backend.options[name]
-        return bool(value != BUILTIN_OPTION_SCHEMAS[rule.backend][name].default)
+def _is_set(c: TrainConfig, key: str) -> bool:
     spec = _fields()[key]
     return bool(get_value(c, spec) != spec.default)
+
+
+def _cuda_only_warnings(c: TrainConfig) -> list[ConfigIssue]:
+    """The configured backend's options that its schema marks CUDA-only, set away from their
+    default while `[backend] devices` are all "cpu" (options are coerced by validation already)."""
+    if _on_gpu(c) or (entry := backend_entry(c)) is None:
+        return []
+    schema = entry.definition.option_schema or {}
+    return [ConfigIssue(f"not read: the run trains on the CPU ({spec.cuda_only})", key=f"[backend.options] {name}",
+                        hint='live with [backend] devices = "gpu:N"; or remove it')
+            for name, spec in schema.items()
+            if spec.cuda_only and name in c.backend.options and c.backend.options[name] != spec.default]
 
 
 def inert_warnings(c: TrainConfig) -> list[ConfigIssue]:
@@ -192,11 +172,11 @@ def inert_warnings(c: TrainConfig) -> list[ConfigIssue]:
         if rule.live(c):
             continue
         for key in rule.keys:
-            if key not in seen and _is_set(c, rule, key):
+            if key not in seen and _is_set(c, key):
                 seen.add(key)
-                out.append(ConfigIssue(f"not read: {rule.off(c)}", key=_label(rule, key),
+                out.append(ConfigIssue(f"not read: {rule.off(c)}", key=_fields()[key].label,
                                        hint=f"live with {rule.switch}; or remove it"))
-    return out
+    return out + _cuda_only_warnings(c)
 
 
 def inert_doc(dotted: str) -> str:
