@@ -11,7 +11,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from retrain.inference_engine.pytorch.choice import choose
-from retrain.inference_engine.pytorch.sample import SampleStats, Segment, decode, generate
+from retrain.inference_engine.pytorch.sample import RowSet, SampleStats, decode, generate
 from retrain.models.tiny import ASSETS
 from retrain.types import SamplingParams
 
@@ -200,14 +200,14 @@ def _eos_prone(shape: str) -> tuple[torch.nn.Module, int]:
 
 @pytest.mark.parametrize("decoder", ["retrain", "transformers"])
 def test_finished_rows_are_compacted_and_rows_never_depend_on_their_neighbours(decoder: str) -> None:
-    """A segment decoded alone and decoded beside another (other seed, longer max_tokens: the
+    """A row set decoded alone and decoded beside another (other seed, longer max_tokens: the
     batch compacts at other moments) gives the same completions."""
     model, eos = _eos_prone("llama")
-    mine = Segment([[5, 9, 13], [4]], 16, SamplingParams(max_tokens=12), torch.Generator().manual_seed(1))
+    mine = RowSet([[5, 9, 13], [4]], 16, SamplingParams(max_tokens=12), torch.Generator().manual_seed(1))
     alone_stats = SampleStats()
     alone = decode(model, [mine], [eos], 0, stats=alone_stats, decoder=decoder)[0]
     mine.generator = torch.Generator().manual_seed(1)
-    other = Segment([[8, 8, 8, 8]], 24, SamplingParams(max_tokens=30, temperature=0.9), torch.Generator().manual_seed(7))
+    other = RowSet([[8, 8, 8, 8]], 24, SamplingParams(max_tokens=30, temperature=0.9), torch.Generator().manual_seed(7))
     stats = SampleStats()
     together = decode(model, [other, mine], [eos], 0, stats=stats, decoder=decoder)
     assert [(c.token_ids, c.finish_reason) for c in together[1]] == [(c.token_ids, c.finish_reason) for c in alone]

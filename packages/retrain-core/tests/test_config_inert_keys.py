@@ -13,7 +13,7 @@ from retrain.advantages.transform import BUILTIN_TRANSFORMS
 from retrain.backends.options import BUILTIN_OPTION_SCHEMAS
 from retrain.config import load_config
 from retrain.config.fields import all_fields
-from retrain.config.reference import render_markdown
+from retrain.config.page import render_markdown
 from retrain.config.validate.inert import INERT
 from retrain.registry import builtin
 

@@ -11,7 +11,7 @@ from retrain.config import load_config
 from retrain.config.errors import ConfigError
 from retrain.evaluation.evaluate import encode_problems, evaluate
 from retrain.evaluation.row import EvalRow
-from retrain.evaluation.settings import EvalPlan, Schedule
+from retrain.evaluation.settings import EvalPlan, EvalSchedule
 from retrain.rewards.boxed import MatchReward
 from retrain.rewards.create import RewardScorer
 from retrain.types import Completion, Example, SamplingParams
@@ -119,10 +119,10 @@ def test_unseeded_params_are_refused() -> None:
 
 
 def test_schedule() -> None:
-    s = Schedule(every=3, before_train=True, at_end=True)
+    s = EvalSchedule(every=3, before_train=True, at_end=True)
     assert [n for n in range(11) if s.due(n, 10)] == [0, 3, 6, 9, 10]
-    assert [n for n in range(11) if Schedule(0, False, True).due(n, 10)] == [10]
-    assert not Schedule(0, False, False).enabled
+    assert [n for n in range(11) if EvalSchedule(0, False, True).due(n, 10)] == [10]
+    assert not EvalSchedule(0, False, False).enabled
 
 
 def test_plan_resolves_defaults_from_training() -> None:
@@ -133,7 +133,7 @@ def test_plan_resolves_defaults_from_training() -> None:
     assert plan.per_call == 32 and plan.params.seed is not None
     c = load_config(None, [*base, "--eval-every", "5", "--eval-k", "8", "--eval-max-tokens", "12"]).config
     plan = EvalPlan.of(c)
-    assert plan.schedule == Schedule(5, False, True)  # at_end follows every
+    assert plan.schedule == EvalSchedule(5, False, True)  # at_end follows every
     assert (plan.params.temperature, plan.params.max_tokens, plan.per_call) == (0.9, 12, 4)
     plan = EvalPlan.of(load_config(None, [*base, "--eval-every", "5", "--eval-at-end", "false",
                                           "--eval-temperature", "0.3"]).config)

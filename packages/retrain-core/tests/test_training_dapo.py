@@ -35,9 +35,9 @@ from retrain.training.dapo.overlong import OverlongShaping, overlong_penalty
 from retrain.training.flow import Flow
 from retrain.training.producer import RolloutProducer
 from retrain.training.prompts import PromptCursor
-from retrain.training.rollouts import advantages, collect, step_advantages
 from retrain.training.sepa import SepaController
 from retrain.training.state import TrainerState, read_state, write_state
+from retrain.training.step import advantages, collect, step_advantages
 from retrain.types import Completion, Example, SamplingParams
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"

@@ -19,7 +19,7 @@ from retrain.training.sft.data import (
     read_sft_data,
     sft_cap,
 )
-from retrain.training.sft.order import Schedule
+from retrain.training.sft.order import BatchSchedule
 
 EOS = 1
 
@@ -135,41 +135,41 @@ def test_truncation_keeps_the_head_and_counts_the_rest(tmp_path: Path) -> None:
 LENGTHS = (5, 3, 9, 1, 7, 2, 8, 4)
 
 
-def stream(s: Schedule, steps: int) -> list[int]:
+def stream(s: BatchSchedule, steps: int) -> list[int]:
     return [i for step in range(steps) for i in s.batch(step)]
 
 
 def test_shuffle_visits_every_row_once_per_epoch() -> None:
-    s = Schedule(LENGTHS, 2, "shuffle", seed=3)
+    s = BatchSchedule(LENGTHS, 2, "shuffle", seed=3)
     first, second = stream(s, 4), stream(s, 8)[8:]
     assert sorted(first) == list(range(8)) and first == second  # the same order every epoch
     assert first != sorted(first)
-    again = Schedule(LENGTHS, 2, "shuffle", seed=3, reshuffle=True)
+    again = BatchSchedule(LENGTHS, 2, "shuffle", seed=3, reshuffle=True)
     epochs = stream(again, 8)
     assert sorted(epochs[8:]) == list(range(8)) and epochs[:8] != epochs[8:]  # (seed, epoch) orders
-    assert stream(Schedule(LENGTHS, 2, "shuffle", seed=4), 4) != first
+    assert stream(BatchSchedule(LENGTHS, 2, "shuffle", seed=4), 4) != first
 
 
 def test_length_orders() -> None:
-    asc = stream(Schedule(LENGTHS, 4, "length"), 2)
+    asc = stream(BatchSchedule(LENGTHS, 4, "length"), 2)
     assert [LENGTHS[i] for i in asc] == sorted(LENGTHS)
-    assert stream(Schedule(LENGTHS, 4, "length_asc"), 2) == asc
-    assert [LENGTHS[i] for i in stream(Schedule(LENGTHS, 4, "length_desc"), 2)] == sorted(LENGTHS, reverse=True)
+    assert stream(BatchSchedule(LENGTHS, 4, "length_asc"), 2) == asc
+    assert [LENGTHS[i] for i in stream(BatchSchedule(LENGTHS, 4, "length_desc"), 2)] == sorted(LENGTHS, reverse=True)
 
 
 def test_length_buckets_sort_within_each_window() -> None:
-    s = Schedule(LENGTHS, 2, "length_bucket", seed=1, bucket=4)
+    s = BatchSchedule(LENGTHS, 2, "length_bucket", seed=1, bucket=4)
     order = stream(s, 4)
     assert sorted(order) == list(range(8))
     for k in (0, 4):
         window = [LENGTHS[i] for i in order[k:k + 4]]
         assert window == sorted(window)
-    full = stream(Schedule(LENGTHS, 2, "length_bucket", seed=1), 4)
+    full = stream(BatchSchedule(LENGTHS, 2, "length_bucket", seed=1), 4)
     assert [LENGTHS[i] for i in full] == sorted(LENGTHS)
 
 
 def test_a_batch_may_span_two_epochs_and_epochs_are_fractional() -> None:
-    s = Schedule(LENGTHS[:3], 2, "length")
+    s = BatchSchedule(LENGTHS[:3], 2, "length")
     assert [s.batch(i) for i in range(3)] == [[1, 0], [2, 1], [0, 2]]
     assert s.epoch_of(2) == 2.0
 

@@ -67,7 +67,7 @@ class ManifestFile:
     """The manifest of one campaign directory and the driver's updates to it."""
 
     def __init__(self, campaign: Campaign) -> None:
-        self.path = campaign.dir / layout.MANIFEST
+        self.path = campaign.dir / layout.CAMPAIGN_MANIFEST
         self.campaign = campaign
         previous = self._read()
         entries = {e.run_name: e for e in previous.runs} if previous else {}

@@ -136,7 +136,7 @@ def average(label: str, sides: list[Side]) -> Side:
 
 
 def load_condition(campaign: Path, condition: str) -> Side:
-    manifest = load_json_object(campaign / layout.MANIFEST)
+    manifest = load_json_object(campaign / layout.CAMPAIGN_MANIFEST)
     if manifest is None:
         raise UserError(f"no readable manifest.json in {campaign}")
     entries = [e for e in manifest.get("runs", []) if isinstance(e, dict)]

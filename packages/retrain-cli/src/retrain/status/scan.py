@@ -329,7 +329,7 @@ def _last_activity(runs: list[RunSummary], manifest_path: Path) -> float | None:
 
 
 def scan_campaign(path: Path, scope: Scope, *, now: float) -> CampaignSummary:
-    manifest_path = path / layout.MANIFEST
+    manifest_path = path / layout.CAMPAIGN_MANIFEST
     manifest = scope.json(manifest_path)
     max_steps = _int(manifest.get("max_steps"))
     runs = _campaign_runs(path, scope, _manifest_entries(path, manifest), now=now, max_steps=max_steps)
@@ -377,10 +377,10 @@ def find_runs(root: Path, skip: set[str]) -> list[Path]:
 
 
 def campaign_dirs(root: Path) -> list[Path]:
-    if (root / layout.MANIFEST).is_file():
+    if (root / layout.CAMPAIGN_MANIFEST).is_file():
         return [root]
     try:
-        children = [p for p in root.iterdir() if p.is_dir() and (p / layout.MANIFEST).is_file()]
+        children = [p for p in root.iterdir() if p.is_dir() and (p / layout.CAMPAIGN_MANIFEST).is_file()]
     except OSError:
         return []
     return sorted(children, key=lambda p: p.name)

@@ -16,7 +16,7 @@ from retrain.tree.state import NodeState
 
 def run_dirs(output: Path) -> list[Path]:
     """The finished runs under a node's output: a campaign dir's, or the run dir itself."""
-    manifest = load_json_object(output / layout.MANIFEST)
+    manifest = load_json_object(output / layout.CAMPAIGN_MANIFEST)
     dirs = [output]
     if manifest is not None:
         entries = [e for e in manifest.get("runs", []) if isinstance(e, dict)]

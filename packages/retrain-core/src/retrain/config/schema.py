@@ -8,7 +8,7 @@ users' commands and files written for the reference keep working.
 
 The sections live in `retrain.config.sections`, grouped by what they configure; this module
 holds `TrainConfig` and the other config kinds and re-exports every section name, so imports
-go through it. docs/configuration.md is generated from it (`retrain.config.reference`).
+go through it. docs/configuration.md is generated from it (`retrain.config.page`).
 """
 
 from __future__ import annotations

@@ -16,13 +16,13 @@ from retrain.types import SamplingParams
 
 
 @dataclass(frozen=True)
-class Schedule:
+class EvalSchedule:
     every: int
     before_train: bool
     at_end: bool
 
     @classmethod
-    def of(cls, config: TrainConfig) -> Schedule:
+    def of(cls, config: TrainConfig) -> EvalSchedule:
         e = config.eval
         return cls(e.every, e.before_train, e.every > 0 if e.at_end is None else e.at_end)
 
@@ -51,7 +51,7 @@ class EvalPlan:
     `per_call` problems per sampling call (as many sequences as one training step samples, at
     least one problem)."""
 
-    schedule: Schedule
+    schedule: EvalSchedule
     k: int
     params: SamplingParams
     pass_threshold: float
@@ -69,4 +69,4 @@ class EvalPlan:
         temperature = e.temperature if e.temperature >= 0 else (0.0 if n == 1 else t.temperature)
         params = SamplingParams(max_tokens=e.max_tokens or t.max_tokens, temperature=temperature,
                                 top_p=e.top_p or t.top_p, seed=stream_seed(t.seed))
-        return cls(Schedule.of(config), k, params, e.pass_threshold, max(1, t.batch_size * t.group_size // n), n)
+        return cls(EvalSchedule.of(config), k, params, e.pass_threshold, max(1, t.batch_size * t.group_size // n), n)

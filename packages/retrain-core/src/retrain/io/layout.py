@@ -20,7 +20,7 @@ TRAINER_STATE = "trainer_state.json"
 #: the latest checkpoint's path and a newline; written beside trainer_state.json
 LATEST_SAMPLER = "latest_sampler_path.txt"
 #: a campaign directory's index of its runs
-MANIFEST = "manifest.json"
+CAMPAIGN_MANIFEST = "manifest.json"
 #: in a campaign directory: the results per condition, written when the campaign ends
 CAMPAIGN_SUMMARY = "campaign_summary.json"
 #: in a campaign directory: each run's resolved config (`configs/<run_name>.toml`)

@@ -30,8 +30,9 @@ from retrain.training.discovery.archive import Archive
 from retrain.training.discovery.prompt import DiscoverParams, memory_prompt
 from retrain.training.record import TrainedStep
 from retrain.training.result import RunResult
-from retrain.training.rollouts import advantages, collect, train_on
-from retrain.training.trainer import Run, Trainer
+from retrain.training.run import Run
+from retrain.training.step import advantages, collect, train_on
+from retrain.training.trainer import Trainer
 from retrain.types import Example
 
 

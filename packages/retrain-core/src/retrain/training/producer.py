@@ -34,7 +34,7 @@ from retrain.rollout.group import StepRollouts
 from retrain.training.dapo.dynamic import DynamicSampling
 from retrain.training.flow import Flow
 from retrain.training.prompts import PromptCursor
-from retrain.training.rollouts import collect
+from retrain.training.step import collect
 from retrain.types import Example
 
 

@@ -25,8 +25,8 @@ from retrain.training.telemetry import StepTimes, backend_counters, sequence_tok
 if TYPE_CHECKING:
     from retrain.config.schema import TrainConfig
     from retrain.rollout.group import StepRollouts
-    from retrain.training.rollouts import StepAdvantages
-    from retrain.training.trainer import Run
+    from retrain.training.run import Run
+    from retrain.training.step import StepAdvantages
     from retrain.types import TrainOutput
 
 

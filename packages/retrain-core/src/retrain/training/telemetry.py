@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from retrain.backends.catalog import BackendCapabilities
     from retrain.config.schema import TrainConfig
     from retrain.rollout.group import StepRollouts
-    from retrain.training.rollouts import StepAdvantages
+    from retrain.training.step import StepAdvantages
     from retrain.types import TrainOutput
 
 Scalar = float | int | str | bool

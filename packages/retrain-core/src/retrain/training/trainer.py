@@ -2,8 +2,8 @@
 
 1. build the flow (pipeline, reward, controllers)      retrain.training.flow
 2. load data and backend                               retrain.data, retrain.backends.create
-3. sample and score rollouts                           retrain.training.producer (rollouts.collect)
-4. build train datums                                  retrain.training.rollouts.advantages
+3. sample and score rollouts                           retrain.training.producer (step.collect)
+4. build train datums                                  retrain.training.step.advantages
 5. train                                               backend.train_step
 6. record state and logs                               retrain.training.record (rows: telemetry)
    and, when due, evaluate on held-out problems         retrain.evaluation
@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from retrain.backends.catalog import BackendCapabilities
 from retrain.backends.create import capabilities, create_backend, require_runnable
 from retrain.backends.protocol import TrainBackend
 from retrain.config.schema import TrainConfig
@@ -25,7 +23,7 @@ from retrain.config.sft_loss import effective_sft_loss
 from retrain.config.validate.trace import trace
 from retrain.data.source import load_examples
 from retrain.errors import UserError
-from retrain.evaluation.evaluate import Problem, encode_problems, evaluate
+from retrain.evaluation.evaluate import encode_problems, evaluate
 from retrain.evaluation.problems import load_problems
 from retrain.evaluation.settings import EvalPlan
 from retrain.io.layout import FINAL, checkpoint_name
@@ -44,11 +42,11 @@ from retrain.training.record import TrainedStep, record_step
 from retrain.training.result import RunResult
 from retrain.training.resume import resume_contract
 from retrain.training.reward_faults import RewardFaults
-from retrain.training.rollouts import advantages, train_on
+from retrain.training.run import HeldOut, Run
 from retrain.training.rundir import Start, running
 from retrain.training.sft.batches import SftBatches, schedule_state
-from retrain.training.sft.data import SftData, load_sft_data, sft_cap
-from retrain.training.state import TrainerState
+from retrain.training.sft.data import load_sft_data, sft_cap
+from retrain.training.step import advantages, train_on
 from retrain.training.telemetry import WarmupRow, backend_counters
 from retrain.training.wandb import create_wandb_sink
 from retrain.training.warmup import WarmupData, warmup_batch_size, warmup_lr
@@ -56,30 +54,6 @@ from retrain.training.warmup import WarmupData, warmup_batch_size, warmup_lr
 
 class FlowError(UserError, RuntimeError):
     """The preflight trace found the configured algorithm unusable on this backend."""
-
-
-@dataclass(frozen=True)
-class HeldOut:
-    plan: EvalPlan
-    problems: list[Problem]
-
-
-@dataclass
-class Run:
-    """What a run holds while it trains; `sizes` is the (batch, group) size back-pressure set;
-    `held_out` is None when the run does not evaluate."""
-
-    flow: Flow
-    log: RunLog
-    state: TrainerState
-    backend: TrainBackend
-    cursor: PromptCursor
-    caps: BackendCapabilities
-    sizes: tuple[int, int]
-    producer: RolloutProducer
-    held_out: HeldOut | None = None
-    sft_data: SftData | None = None  # the warmup's rows when sft_data_path is set
-    faults: RewardFaults | None = None
 
 
 class Trainer:

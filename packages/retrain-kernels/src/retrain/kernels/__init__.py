@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 _EXPORTS = {
     "selected_logprobs": "logprobs",
     "reference_selected_logprobs": "logprobs",
-    "LoRAHead": "logprobs",
+    "LoRAHead": "lora_head",
     "lora_linear": "lora",
     "reference_lora_linear": "lora",
     "patch_peft_lora": "lora",
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
         set_kernel_mode,
         unrecorded,
     )
-    from retrain.kernels.logprobs import LoRAHead, reference_selected_logprobs, selected_logprobs
+    from retrain.kernels.logprobs import reference_selected_logprobs, selected_logprobs
     from retrain.kernels.lora import (
         detach_lora_input,
         lm_head_operands,
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         reference_lora_linear,
         unpatch_peft_lora,
     )
+    from retrain.kernels.lora_head import LoRAHead
 
 
 def __getattr__(name: str) -> object:

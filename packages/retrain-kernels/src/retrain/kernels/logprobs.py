@@ -27,13 +27,12 @@ cancellation when logits are large.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 import torch
 
 from retrain.kernels.accelerators import choose_path, record
+from retrain.kernels.lora_head import LoRAHead
 from retrain.kernels.matmul import F32, emits_f32, mm_f32, mm_f32_acc, mm_into
 from retrain.kernels.naive import (
     reference_selected_logprobs as reference_selected_logprobs,  # the oracle, re-exported
@@ -48,20 +47,6 @@ LowRank = tuple[torch.Tensor, torch.Tensor]  # (u = s·h Aᵀ [N, r], B [V, r])
 TORCH_ROW_CHUNK_ELEMENTS = 1 << 25
 TORCH_VOCAB_CHUNK_ELEMENTS = 1 << 23
 TRITON_CHUNK_ELEMENTS = 1 << 27
-
-
-@dataclass(frozen=True)
-class LoRAHead:
-    """A low-rank delta on the LM head: the logits gain `scaling · (dropout(h) Aᵀ) Bᵀ`.
-
-    `a` is lora_A.weight [r, H], `b` is lora_B.weight [V, r]. The rank-r product runs through
-    ordinary autograd, so gradients reach `a`, `b` and h, and dropout works as in peft.
-    """
-
-    a: torch.Tensor
-    b: torch.Tensor
-    scaling: float
-    dropout: Callable[[torch.Tensor], torch.Tensor] | None = None
 
 
 def selected_logprobs(

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from retrain.kernels.accelerators import choose_path, record
-from retrain.kernels.logprobs import LoRAHead
+from retrain.kernels.lora_head import LoRAHead
 from retrain.kernels.matmul import F32, mm_f32, mm_f32_acc
 
 _ORIGINAL = "_retrain_peft_forward"

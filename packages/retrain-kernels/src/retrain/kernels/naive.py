@@ -10,7 +10,7 @@ import torch
 from retrain.kernels.matmul import F32
 
 if TYPE_CHECKING:
-    from retrain.kernels.logprobs import LoRAHead
+    from retrain.kernels.lora_head import LoRAHead
 
 
 def reference_selected_logprobs(

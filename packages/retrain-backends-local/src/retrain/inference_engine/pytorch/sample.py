@@ -14,13 +14,13 @@ Decisions:
 3. Rows that finish are compacted away once a quarter of the batch has; with CUDA graphs
    once half has, to a multiple of 8 (each new size costs a capture, and a GPU step costs
    little less with fewer rows). Until then they decode pad tokens, dropped from the result.
-4. Every row draws one uniform per step from its segment's generator, whether it is still
+4. Every row draws one uniform per step from its row set's generator, whether it is still
    running or not (`choice.choose`): a row's tokens depend on its own stream only, never on
    which other rows share the batch or when they were compacted.
 
-`decode` samples several *segments* in one batch: a segment is the rows of one request (n
+`decode` samples several *row sets* in one batch: a row set is the rows of one request (n
 completions of each of its prompts) with its own parameters and random generator. The
-in-process engine samples one segment per step; `retrain serve` one per HTTP request, so a
+in-process engine samples one row set per step; `retrain serve` one per HTTP request, so a
 request with a seed draws exactly what the in-process engine draws with that seed.
 """
 
@@ -105,7 +105,7 @@ def left_pad(rows: Sequence[Sequence[int]], pad_id: int, device: torch.device) -
 
 
 @dataclass
-class Segment:
+class RowSet:
     """Rows sampled alike: `n` completions of each prompt, one generator. `top_n` asks for the
     most likely alternatives at each position (`Completion` does not carry them; `observe`
     receives them)."""
@@ -121,8 +121,8 @@ class Segment:
         return len(self.prompts) * self.n
 
 
-#: Called after every decoding step with the step's choice per segment (one entry per row of
-#: the segment, finished rows included); returns the global row indices that must stop now.
+#: Called after every decoding step with the step's choice per row set (one entry per row of
+#: the row set, finished rows included); returns the global row indices that must stop now.
 Observer = Callable[[list[Choice]], set[int]]
 
 
@@ -143,7 +143,7 @@ def generate(
     """`num_samples` completions for each prompt (outer list: prompts, inner: samples)."""
     if not prompts:
         return []
-    rows = decode(model, [Segment(prompts, num_samples, params, generator)], eos_ids, pad_id,
+    rows = decode(model, [RowSet(prompts, num_samples, params, generator)], eos_ids, pad_id,
                   use_cache=use_cache, stats=stats, decoder=decoder, cuda_graphs=cuda_graphs)[0]
     return [rows[p * num_samples:(p + 1) * num_samples] for p in range(len(prompts))]
 
@@ -151,7 +151,7 @@ def generate(
 @torch.inference_mode()
 def decode(
     model: torch.nn.Module,
-    segments: Sequence[Segment],
+    row_sets: Sequence[RowSet],
     eos_ids: Sequence[int],
     pad_id: int,
     *,
@@ -161,10 +161,10 @@ def decode(
     decoder: str = "auto",
     cuda_graphs: bool = True,
 ) -> list[list[Completion]]:
-    """Every segment's completions, rows prompt-major (prompt p, sample s at p * n + s)."""
+    """Every row set's completions, rows prompt-major (prompt p, sample s at p * n + s)."""
     stats = stats if stats is not None else SampleStats()
     with eval_mode(model):
-        return _Loop(model, segments, eos_ids, pad_id, stats, observe).run(use_cache, decoder, cuda_graphs)
+        return _Loop(model, row_sets, eos_ids, pad_id, stats, observe).run(use_cache, decoder, cuda_graphs)
 
 
 @contextlib.contextmanager
@@ -214,19 +214,19 @@ class _Loop:
 
     slot_row: torch.Tensor  # [slots] the row in each slot (set by `_start_rows`, cut by compaction)
 
-    def __init__(self, model: torch.nn.Module, segments: Sequence[Segment], eos_ids: Sequence[int], pad_id: int,
+    def __init__(self, model: torch.nn.Module, row_sets: Sequence[RowSet], eos_ids: Sequence[int], pad_id: int,
                  stats: SampleStats, observe: Observer | None) -> None:
-        self.model, self.segments, self.pad, self.stats, self.observe = model, segments, pad_id, stats, observe
+        self.model, self.row_sets, self.pad, self.stats, self.observe = model, row_sets, pad_id, stats, observe
         self.device = next(model.parameters()).device
-        self.prompts = [p for seg in segments for p in seg.prompts]
+        self.prompts = [p for rs in row_sets for p in rs.prompts]
         self.row_bounds: list[tuple[int, int]] = []
-        for seg in segments:
+        for rs in row_sets:
             start = self.row_bounds[-1][1] if self.row_bounds else 0
-            self.row_bounds.append((start, start + seg.rows))
+            self.row_bounds.append((start, start + rs.rows))
         self.rows = self.row_bounds[-1][1]
-        self.steps = max(seg.params.max_tokens for seg in segments)
+        self.steps = max(rs.params.max_tokens for rs in row_sets)
         self.eos = torch.tensor(sorted(set(eos_ids)), dtype=torch.long, device=self.device)
-        self.want_entropy = any(seg.params.want_entropy for seg in segments)
+        self.want_entropy = any(rs.params.want_entropy for rs in row_sets)
 
     def run(self, use_cache: bool, decoder: str, cuda_graphs: bool) -> list[list[Completion]]:
         stats, device = self.stats, self.device
@@ -268,7 +268,7 @@ class _Loop:
                     forward.compact(keep)
                     self.slot_row, limit = self.slot_row[keep], limit[keep]
                     finished, stopped, length, token = finished[keep], stopped[keep], length[keep], token[keep]
-                    self._segment_slots(compacted=True)
+                    self._row_set_slots(compacted=True)
                     stats.compactions += 1
             logits = forward.next_logits(token)
         self._flush(length, stopped)
@@ -281,7 +281,7 @@ class _Loop:
         """(the forward, whether it replays CUDA graphs, the first step's logits), timed as prefill."""
         stats, device = self.stats, self.device
         t0 = time.perf_counter()
-        repeats = torch.tensor([seg.n for seg in self.segments for _ in seg.prompts], device=device)
+        repeats = torch.tensor([rs.n for rs in self.row_sets for _ in rs.prompts], device=device)
         expand = torch.repeat_interleave(torch.arange(len(self.prompts), device=device), repeats)
         ids, mask = left_pad(self.prompts, self.pad, device)
         forward = make_forward(self.model, ids, mask, expand, self.steps, use_cache=use_cache, decoder=decoder,
@@ -297,8 +297,8 @@ class _Loop:
         stopped by EOS or a stop string, length)."""
         rows, device = self.rows, self.device
         self.slot_row = torch.arange(rows, device=device)
-        self._segment_slots(compacted=False)
-        limit = torch.tensor([seg.params.max_tokens for seg in self.segments for _ in range(seg.rows)], device=device)
+        self._row_set_slots(compacted=False)
+        limit = torch.tensor([rs.params.max_tokens for rs in self.row_sets for _ in range(rs.rows)], device=device)
         finished = torch.zeros(rows, dtype=torch.bool, device=device)
         stopped = torch.zeros(rows, dtype=torch.bool, device=device)
         length = torch.zeros(rows, dtype=torch.long, device=device)
@@ -318,8 +318,8 @@ class _Loop:
             if graphs.failed:
                 self.stats.decoder_note = f"CUDA graphs off: {graphs.failed}"
 
-    def _segment_slots(self, *, compacted: bool) -> None:
-        """Each segment's slot range, and (once compacted) the segment-local row of each slot."""
+    def _row_set_slots(self, *, compacted: bool) -> None:
+        """Each row set's slot range, and (once compacted) the row-set-local row of each slot."""
         rows = self.slot_row.tolist() if compacted else None
         self.slot_bounds: list[tuple[int, int]] = []
         self.local: list[torch.Tensor | None] = []
@@ -334,13 +334,13 @@ class _Loop:
 
     def _choose(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, list[Choice]]:
         choices = []
-        for seg, (a, b), local in zip(self.segments, self.slot_bounds, self.local, strict=True):
+        for rs, (a, b), local in zip(self.row_sets, self.slot_bounds, self.local, strict=True):
             uniform = None
-            if seg.params.temperature > 0.0:
-                uniform = torch.rand(seg.rows, generator=seg.generator, device=self.device)
+            if rs.params.temperature > 0.0:
+                uniform = torch.rand(rs.rows, generator=rs.generator, device=self.device)
                 if local is not None:
                     uniform = uniform[local]
-            choices.append(choose(logits[a:b], seg.params, seg.generator, seg.top_n, uniform=uniform))
+            choices.append(choose(logits[a:b], rs.params, rs.generator, rs.top_n, uniform=uniform))
         token = _cat([c.token for c in choices])
         logp = _cat([c.logprob for c in choices])
         entropy = None
@@ -349,17 +349,17 @@ class _Loop:
         return token, logp, entropy, choices
 
     def _full_choices(self, choices: list[Choice], token: torch.Tensor) -> list[Choice]:
-        """The observer's view: one entry per row of each segment (compacted rows as pad)."""
+        """The observer's view: one entry per row of each row set (compacted rows as pad)."""
         out = []
-        for c, t, seg, local in zip(choices, torch.split(token, [b - a for a, b in self.slot_bounds]),
-                                    self.segments, self.local, strict=True):
+        for c, t, rs, local in zip(choices, torch.split(token, [b - a for a, b in self.slot_bounds]),
+                                    self.row_sets, self.local, strict=True):
             if local is None:
                 out.append(Choice(t, c.logprob, c.entropy, c.top_ids, c.top_logprobs))
                 continue
-            full = Choice(torch.full((seg.rows,), self.pad, dtype=t.dtype, device=t.device).index_copy(0, local, t),
-                          torch.zeros(seg.rows, device=t.device).index_copy(0, local, c.logprob.float()))
+            full = Choice(torch.full((rs.rows,), self.pad, dtype=t.dtype, device=t.device).index_copy(0, local, t),
+                          torch.zeros(rs.rows, device=t.device).index_copy(0, local, c.logprob.float()))
             if c.top_ids is not None and c.top_logprobs is not None:
-                shape = (seg.rows, c.top_ids.shape[1])
+                shape = (rs.rows, c.top_ids.shape[1])
                 full.top_ids = torch.zeros(shape, dtype=c.top_ids.dtype, device=t.device).index_copy(0, local, c.top_ids)
                 full.top_logprobs = torch.full(shape, float("-inf"), device=t.device).index_copy(
                     0, local, c.top_logprobs.float())
@@ -377,14 +377,14 @@ class _Loop:
         stop_list = self.row_stopped.cpu().tolist()
         length_list = self.row_length.cpu().tolist()
         results: list[list[Completion]] = []
-        for seg, (a, b) in zip(self.segments, self.row_bounds, strict=True):
+        for rs, (a, b) in zip(self.row_sets, self.row_bounds, strict=True):
             group = []
             for r in range(a, b):
                 n = length_list[r]
                 self.stats.generated_tokens += n
                 group.append(Completion(token_ids=tok[r][:n], logprobs=lps[r][:n],
                                         finish_reason="stop" if stop_list[r] else "length",
-                                        entropies=ents[r][:n] if ents is not None and seg.params.want_entropy else None))
+                                        entropies=ents[r][:n] if ents is not None and rs.params.want_entropy else None))
             results.append(group)
         return results
 

@@ -2,7 +2,7 @@
 decodes the requests that arrive together in one batch.
 
 Requests queue up while a batch decodes; the worker then takes everything queued (after a
-few milliseconds' window) and decodes it as one `decode` call per adapter, one segment per
+few milliseconds' window) and decodes it as one `decode` call per adapter, one row set per
 request, so a request's draws depend only on its own seed, never on its neighbours.
 Adapter loads and unloads run on the same thread between batches, in arrival order, so a
 request sent after a load answered samples from the loaded weights.
@@ -28,7 +28,7 @@ import torch
 
 from retrain.backends.serving import ServedRow, ServeError, ServeRequest
 from retrain.inference_engine.pytorch.choice import Choice
-from retrain.inference_engine.pytorch.sample import SampleStats, Segment, decode
+from retrain.inference_engine.pytorch.sample import RowSet, SampleStats, decode
 
 
 @dataclass
@@ -218,7 +218,7 @@ class ServingEngine:
         return contextlib.nullcontext()
 
     def _decode(self, adapter: str | None, requests: list[ServeRequest]) -> list[list[ServedRow]]:
-        segments = [Segment(r.prompts, r.n, r.params,
+        row_sets = [RowSet(r.prompts, r.n, r.params,
                             torch.Generator(device=self.device).manual_seed(r.seed) if r.seed is not None
                             else self.generator, r.top_n) for r in requests]
         texts = [[_RowText(lambda ids, skip=r.skip_special_tokens: self.decode(ids, skip), r.stop, r.include_stop)
@@ -255,7 +255,7 @@ class ServingEngine:
         autocast = (torch.autocast(device_type=self.device.type, dtype=self.autocast) if self.autocast is not None
                     else contextlib.nullcontext())
         with self._weights(adapter), autocast:
-            completions = decode(self.model, segments, self.eos_ids, self.pad_id, stats=stats, observe=observe)
+            completions = decode(self.model, row_sets, self.eos_ids, self.pad_id, stats=stats, observe=observe)
         c = self.counters
         c.batches += 1
         c.requests += len(requests)

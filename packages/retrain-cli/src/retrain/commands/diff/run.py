@@ -21,7 +21,7 @@ def load_sides(targets: list[str]) -> tuple[Side, Side]:
         return load_run(Path(targets[0]), targets[0]), load_run(Path(targets[1]), targets[1])
     if len(targets) == 3:
         campaign = Path(targets[0])
-        if not (campaign / layout.MANIFEST).is_file():
+        if not (campaign / layout.CAMPAIGN_MANIFEST).is_file():
             raise UserError(f"{campaign} is not a campaign folder (no manifest.json)", hint=USAGE)
         return load_condition(campaign, targets[1]), load_condition(campaign, targets[2])
     raise UserError(f"diff takes 2 runs or a campaign and 2 conditions, got {len(targets)} arguments",

@@ -167,7 +167,7 @@ def campaign_summary(loaded: LoadedConfig) -> dict[str, Any]:
         "executor": plan.settings.executor,
         "total_runs": plan.total_runs,
         "campaign_dir": str(campaign.dir),
-        "resumes": (campaign.dir / layout.MANIFEST).is_file(),
+        "resumes": (campaign.dir / layout.CAMPAIGN_MANIFEST).is_file(),
         "warnings": base["warnings"],
         "dep_warnings": base["dep_warnings"],
     }

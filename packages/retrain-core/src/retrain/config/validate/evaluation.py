@@ -5,7 +5,7 @@ from __future__ import annotations
 from retrain.config.errors import ConfigIssue
 from retrain.config.schema import TrainConfig
 from retrain.evaluation.problems import HELD_OUT_SOURCES
-from retrain.evaluation.settings import Schedule
+from retrain.evaluation.settings import EvalSchedule
 
 
 def check_eval(c: TrainConfig) -> list[ConfigIssue]:
@@ -17,7 +17,7 @@ def check_eval(c: TrainConfig) -> list[ConfigIssue]:
     if e.n and e.n < e.k:
         issues.append(ConfigIssue(f"{e.n} samples per problem cannot estimate pass@{e.k}: n must be >= k",
                                   key="[eval] n", hint=f"n = {e.k} or more, or 0 (= k)"))
-    if not Schedule.of(c).enabled:
+    if not EvalSchedule.of(c).enabled:
         return issues
     if not c.is_rl:
         issues.append(ConfigIssue(f"evaluation during training runs in the RL trainer, not trainer = "

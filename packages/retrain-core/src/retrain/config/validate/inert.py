@@ -23,7 +23,7 @@ from retrain.config.errors import ConfigIssue
 from retrain.config.fields import FieldSpec, all_fields, get_value, parse_devices
 from retrain.config.schema import TrainConfig
 from retrain.config.validate.backend import backend_entry
-from retrain.evaluation.settings import Schedule
+from retrain.evaluation.settings import EvalSchedule
 from retrain.registry import builtin
 
 
@@ -88,7 +88,7 @@ INERT: tuple[Inert, ...] = (
     Inert(("data.difficulty",), lambda c: c.data.source != "math",
           _said('difficulty applies to source = "arithmetic"'), '[data] source = "arithmetic"'),
     Inert(("eval.k", "eval.n", "eval.temperature", "eval.top_p", "eval.max_tokens", "eval.max_examples",
-           "eval.pass_threshold", "eval.data_path"), lambda c: Schedule.of(c).enabled,
+           "eval.pass_threshold", "eval.data_path"), lambda c: EvalSchedule.of(c).enabled,
           _said("evaluation during training is off (only `retrain eval` reads [eval])"), _EVAL_SWITCH),
     Inert(("planning.detector",), _transform_in(builtin.PLANNING_TRANSFORMS),
           _transform_off("uses no planning masks"), '[algorithm] transform_mode = "gtpo_hicra" or a gtpo_sepa one'),

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from retrain.backends.protocol import Tokenizer
 from retrain.config.schema import TrainConfig
 from retrain.training.sft.data import SftData, SftDataError, encode_all, sft_cap
-from retrain.training.sft.order import Schedule
+from retrain.training.sft.order import BatchSchedule
 from retrain.training.state import SftSchedule, TrainerState
 from retrain.training.warmup import warmup_batch_size
 from retrain.types import Datum
@@ -53,7 +53,7 @@ class SftBatches:
         self.encoded = encode_all(data, tokenizer)
         self.cap = sft_cap(config)
         lengths = tuple(min(len(e.tokens), self.cap) for e in self.encoded)
-        self.schedule = Schedule(lengths, plan.batch_size, plan.order, plan.seed, t.sft_length_bucket_size,
+        self.schedule = BatchSchedule(lengths, plan.batch_size, plan.order, plan.seed, t.sft_length_bucket_size,
                                  t.sft_reshuffle_each_epoch)
 
     def step(self, step: int) -> StepBatch:

@@ -21,7 +21,7 @@ ORDERS = ("shuffle", "length", "length_asc", "length_desc", "length_bucket")
 
 
 @dataclass(frozen=True)
-class Schedule:
+class BatchSchedule:
     lengths: tuple[int, ...]
     batch_size: int
     order: str = "shuffle"
@@ -65,7 +65,7 @@ def _by_length(indices: Sequence[int], lengths: Sequence[int], reverse: bool = F
     return sorted(indices, key=lambda i: (-lengths[i] if reverse else lengths[i], i))
 
 
-def _epoch_order(s: Schedule, epoch: int) -> tuple[int, ...]:
+def _epoch_order(s: BatchSchedule, epoch: int) -> tuple[int, ...]:
     n = s.rows
     if s.order in ("length", "length_asc"):
         return tuple(_by_length(range(n), s.lengths))

@@ -1,4 +1,5 @@
-"""The configuration reference (docs/configuration.md), rendered from the schema."""
+"""The configuration page (docs/configuration.md, titled "Configuration reference"), rendered from
+the schema."""
 
 from __future__ import annotations
 
