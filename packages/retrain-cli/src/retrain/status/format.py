@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from retrain.status.scan import (
+from retrain.status.report import (
     PASS_AT_1,
     STATES,
     CampaignSummary,

@@ -17,6 +17,10 @@ import numpy as np
 
 from retrain.advantages.ragged import FLOAT_MAX, Floats, Ints, Ragged
 
+#: The largest spread of token advantages within one completion (`token_spread`) that still
+#: counts as one advantage per completion, what a backend without token advantages trains on
+SCALAR_TOLERANCE = 1e-6
+
 STAT_KEYS = frozenset(
     [
         f"{n}_surprisal_{m}"

@@ -12,9 +12,9 @@ from numpy.typing import ArrayLike
 
 from retrain.advantages.episode import TIE_EPS, robust_mean
 from retrain.advantages.ragged import Floats
+from retrain.advantages.result import SCALAR_TOLERANCE
 
 CORRECT_THRESHOLD = 0.5
-SCALAR_TOLERANCE = 1e-6
 
 
 @dataclass(frozen=True)

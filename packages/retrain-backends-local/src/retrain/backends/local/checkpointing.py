@@ -92,14 +92,21 @@ def write_checkpoint(path: str | Path, *, model: Any, lora: bool, optimizer: tor
     return write_dir_atomic(path, fill)
 
 
+def checkpoint_meta(folder: Path, *, lora: bool) -> dict[str, Any]:
+    """The checkpoint's metadata; RuntimeError when it holds the other kind of weights (a LoRA
+    adapter for a full-model run, or full weights for a LoRA run)."""
+    meta: dict[str, Any] = json.loads((folder / "checkpoint.json").read_text())
+    if bool(meta.get("lora")) != lora:
+        kind = "a LoRA adapter" if meta.get("lora") else "full model weights"
+        raise RuntimeError(f"checkpoint {folder} holds {kind}, which this run does not train")
+    return meta
+
+
 def read_checkpoint(path: str | Path, *, model: Any, lora: bool,
                     optimizer: torch.optim.Optimizer) -> tuple[dict[str, Any], dict[str, Any]]:
     """Restore weights and optimizer in place; return (rng streams, metadata)."""
     folder = Path(path)
-    meta = json.loads((folder / "checkpoint.json").read_text())
-    if bool(meta.get("lora")) != lora:
-        kind = "a LoRA adapter" if meta.get("lora") else "full model weights"
-        raise RuntimeError(f"checkpoint {folder} holds {kind}, which this run does not train")
+    meta = checkpoint_meta(folder, lora=lora)
     load_weights(model, weights_folder(folder, lora=lora), lora=lora)
     optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
     rng = torch.load(folder / "rng.pt", weights_only=False)

@@ -17,7 +17,6 @@ Every rank runs the same sequence of collectives or the world hangs, so the cont
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -31,6 +30,7 @@ from torch.distributed.tensor import DTensor, distribute_tensor
 
 from retrain.backends.local.batch import Batch
 from retrain.backends.local.checkpointing import (
+    checkpoint_meta,
     read_weights,
     save_weights,
     weights_folder,
@@ -234,10 +234,7 @@ def read_checkpoint(path: str, model: torch.nn.Module, optimizer: torch.optim.Op
     """Every rank reads the checkpoint (a filesystem all ranks see) and keeps its shards; its
     RNG streams are returned: its own when the checkpoint was written by a world of this size."""
     folder = Path(path)
-    meta = json.loads((folder / "checkpoint.json").read_text())
-    if bool(meta.get("lora")) != lora:
-        kind = "a LoRA adapter" if meta.get("lora") else "full model weights"
-        raise RuntimeError(f"checkpoint {folder} holds {kind}, which this run does not train")
+    checkpoint_meta(folder, lora=lora)
     load_weights(model, weights_folder(folder, lora=lora), lora=lora)
     load_optimizer_state(optimizer, torch.load(folder / "optimizer.pt", weights_only=True))
     rng = torch.load(folder / "rng.pt", weights_only=False)

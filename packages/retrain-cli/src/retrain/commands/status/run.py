@@ -13,7 +13,8 @@ import msgspec
 from retrain.errors import UserError
 from retrain.status.format import render
 from retrain.status.plot import require_matplotlib, run_curves, write_plot
-from retrain.status.scan import StatusReport, scan_all, visible
+from retrain.status.report import StatusReport
+from retrain.status.scan import scan_all, visible
 
 CLEAR = "\x1b[2J\x1b[H"
 

@@ -16,7 +16,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from retrain.status.export.scan import SnapshotCache
-from retrain.status.scan import STATES, RunSummary
+from retrain.status.report import STATES, RunSummary
 
 PREFIX = "retrain_"
 RUN_LABELS = ("run", "campaign", "condition")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from retrain.status.scan import StatusReport
+from retrain.status.report import StatusReport
 
 
 class Snapshot(msgspec.Struct, kw_only=True):

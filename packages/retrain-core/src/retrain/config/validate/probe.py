@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from retrain.advantages.result import SCALAR_TOLERANCE
 from retrain.config.validate.preflight import Preflight
-from retrain.training.signals import SCALAR_TOLERANCE
 
 
 @dataclass(frozen=True)
