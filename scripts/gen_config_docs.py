@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from retrain.config.page import render_markdown
+from retrain.validation.page import render_markdown
 
 TARGET = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 

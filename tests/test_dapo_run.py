@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from tiny_run import Messages, write_tiny_run
 
-from retrain.config import load_config
 from retrain.io.log import read_jsonl
 from retrain.training import trainer as trainer_module
 from retrain.training.dapo.dynamic import zero_variance
@@ -22,6 +21,7 @@ from retrain.training.interrupt import RunInterrupted
 from retrain.training.telemetry import WALL_CLOCK_FIELDS
 from retrain.training.trainers import train
 from retrain.types import Datum
+from retrain.validation.load import load_config
 
 # the first character's parity: about half the groups of two completions tie
 PARITY = '''

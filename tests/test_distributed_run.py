@@ -80,8 +80,8 @@ def test_checkpoint_loads_in_one_process(reference: dict[str, object]) -> None:
     from safetensors.torch import load_file
 
     from retrain.backends.local.backend import LocalBackend
-    from retrain.config import load_config
     from retrain.models.load import ModelSpec, load_model
+    from retrain.validation.load import load_config
 
     root = Path(str(reference["root"]))
     final = root / "adapters" / "final"

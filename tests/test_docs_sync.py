@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from retrain.config.fields import all_fields
-from retrain.config.page import render_markdown
+from retrain.validation.page import render_markdown
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from tiny_run import write_tiny_run
 
-from retrain.config import load_config
 from retrain.io.log import read_jsonl
 from retrain.training.trainers import train
+from retrain.validation.load import load_config
 
 
 def test_the_trainer_draws_n_samples_per_held_out_problem(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

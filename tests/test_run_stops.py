@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from tiny_run import Messages, write_tiny_run
 
-from retrain.config import load_config
 from retrain.io.log import read_jsonl
 from retrain.training.interrupt import RunInterrupted, resume_command
 from retrain.training.reward_faults import RewardErrorBudget
 from retrain.training.trainers import train
+from retrain.validation.load import load_config
 
 FAILING = '''
 import os

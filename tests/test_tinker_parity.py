@@ -15,9 +15,9 @@ from retrain.backends.local.batch import collate
 from retrain.backends.local.logprobs import action_logprobs
 from retrain.backends.local.loss import PolicyLossConfig, policy_loss, sft_loss
 from retrain.backends.tinker.loss import evaluate, rl_datums, sft_datums
-from retrain.config import load_config
 from retrain.config.schema import LOSS_AGGREGATIONS
 from retrain.types import Datum
+from retrain.validation.load import load_config
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from retrain.config import load_config
 from retrain.io.log import read_jsonl
 from retrain.training.console import SilentReporter
 from retrain.training.trainers import train
+from retrain.validation.load import load_config
 
 # in this process (tiny_run.retrain, or the trainer itself): seconds, so the fast tier
 

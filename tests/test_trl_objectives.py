@@ -113,7 +113,7 @@ def backend(model: str, adapter: str, flags: tuple[str, ...]) -> Any:
     from safetensors.torch import load_file
 
     from retrain.backends.local.backend import LocalBackend
-    from retrain.config import load_config
+    from retrain.validation.load import load_config
 
     base = ["--model", model, "--devices", "cpu", "--seed", "0", "--lora-rank", str(PARITY.RANK),
             "--lora-alpha", str(PARITY.ALPHA), "--temperature", "1.0", "--top-p", "1.0",

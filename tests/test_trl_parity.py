@@ -64,7 +64,7 @@ def backend_for(model: Path, adapter: Path, aggregation: str = "token_mean", cli
     from safetensors.torch import load_file
 
     from retrain.backends.local.backend import LocalBackend
-    from retrain.config import load_config
+    from retrain.validation.load import load_config
 
     flags = ["--model", str(model), "--devices", "cpu", "--seed", "0", "--lora-rank", str(RANK),
              "--lora-alpha", str(ALPHA), "--temperature", "1.0", "--top-p", "1.0", "--max-tokens", str(MAX_TOKENS),

@@ -122,3 +122,42 @@ def test_members_declare_every_member_they_import() -> None:
                     if name.startswith("retrain."):
                         owner = _owner(name) or _owner(name.rpartition(".")[0])
                         assert owner is None or owner in declared, f"{path}: imports {name} from {owner}"
+
+
+#: retrain-core's packages by floor (docs/development.md): a package imports only packages on
+#: lower floors, lazy and type-only imports included, so no two packages form a cycle.
+CORE_FLOORS = {
+    "errors": 1, "types": 1, "io": 1,
+    "config": 2, "plugins": 2, "process": 2, "metrics": 2,
+    "registry": 3,
+    "backends": 4, "advantages": 4, "planning": 4,
+    "rewards": 5,
+    "rollout": 6, "data": 6,
+    "evaluation": 7, "environments": 7,
+    "validation": 8,
+    "training": 9,
+}
+
+
+def test_core_packages_form_layers() -> None:
+    root = PACKAGES / "retrain-core" / "src" / "retrain"
+    found = {p.stem if p.is_file() else p.name for p in root.iterdir() if p.suffix == ".py" or p.is_dir()}
+    assert found - {"__pycache__"} == set(CORE_FLOORS)
+    upward = []
+    for path in root.rglob("*.py"):
+        package = path.relative_to(root).parts[0].removesuffix(".py")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                modules = [node.module]
+            elif isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            else:
+                continue
+            for module in modules:
+                parts = module.split(".")
+                if parts[0] != "retrain" or len(parts) < 2 or parts[1] == package or parts[1] not in CORE_FLOORS:
+                    continue
+                if CORE_FLOORS[parts[1]] >= CORE_FLOORS[package]:
+                    upward.append(f"{path.relative_to(root)}:{node.lineno} imports {module}")
+    assert not upward, upward
+

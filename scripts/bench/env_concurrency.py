@@ -30,9 +30,9 @@ EPISODES = (4, 4)  # prompts, episodes per prompt
 
 def measure(url: str, workers: int) -> dict[str, float]:
     from retrain.backends.create import create_backend
-    from retrain.config import load_config
     from retrain.environments.create import create_environment
     from retrain.types import SamplingParams
+    from retrain.validation.load import load_config
 
     flags = ["--model", "tiny", "--devices", "cpu", "--seed", "0", "--lora-rank", "4",
              "--environment-provider", "openenv", "--environment-id", url,

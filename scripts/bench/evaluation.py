@@ -36,11 +36,11 @@ def throughput() -> list[dict[str, object]]:
     import torch
 
     from retrain.backends.local.backend import LocalBackend
-    from retrain.config import load_config
     from retrain.evaluation.evaluate import encode_problems, evaluate
     from retrain.evaluation.problems import load_problems
     from retrain.evaluation.settings import EvalPlan
     from retrain.rewards.create import build_reward
+    from retrain.validation.load import load_config
 
     config = load_config(REPO / "retrain.toml", ["--data-difficulty", "2"]).config
     backend = LocalBackend(config)

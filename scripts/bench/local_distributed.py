@@ -42,8 +42,8 @@ def worker(mode: str, steps: int) -> dict[str, Any] | None:
     import torch
 
     from retrain.backends.local.backend import LocalBackend
-    from retrain.config import load_config
     from retrain.types import Datum, SamplingParams
+    from retrain.validation.load import load_config
 
     flags = ["--model", "tiny", "--devices", "cpu", "--seed", "0", "--lora-rank", "8"]
     if mode == "full":

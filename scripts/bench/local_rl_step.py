@@ -31,8 +31,8 @@ def worker(prompts: int, group: int, new_tokens: int, steps: int) -> dict[str, o
     import torch
 
     from retrain.backends.local.backend import LocalBackend
-    from retrain.config import load_config
     from retrain.types import Datum, SamplingParams
+    from retrain.validation.load import load_config
 
     config = load_config(None, ["--model", "tiny", "--devices", "cpu", "--seed", "0", "--lora-rank", "8",
                                 "--advantage-mode", "grpo", "--transform-mode", "none"], import_plugins=False).config

@@ -24,9 +24,9 @@ TASKS, EPISODES = 2, 4
 
 def main() -> None:
     from retrain.backends.create import create_backend
-    from retrain.config import load_config
     from retrain.environments.create import create_environment
     from retrain.types import SamplingParams
+    from retrain.validation.load import load_config
 
     rows = []
     for workers in (8, 1, 8):

@@ -106,8 +106,8 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
 
-    from retrain.config import load_config
     from retrain.training.trainers import train
+    from retrain.validation.load import load_config
 
     root = Path(tempfile.mkdtemp(prefix="retrain-peer-"))
     max_steps = 4 * args.steps if args.budget_s > 0 else args.steps

@@ -22,7 +22,7 @@ def _threads() -> None:
 
 
 def make_config(*flags: str):  # type: ignore[no-untyped-def]
-    from retrain.config import load_config
+    from retrain.validation.load import load_config
 
     base = ["--model", "tiny", "--devices", "cpu", "--seed", "0", "--lora-rank", "4"]
     return load_config(None, [*base, *flags], import_plugins=False).config

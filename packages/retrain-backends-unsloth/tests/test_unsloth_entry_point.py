@@ -15,7 +15,8 @@ import pytest
 from retrain.backends import catalog
 from retrain.backends.errors import BackendUnavailable
 from retrain.backends.unsloth.plan import DEFAULT_TARGETS, plan
-from retrain.config import ConfigError, load_config
+from retrain.config import ConfigError
+from retrain.validation.load import load_config
 
 
 def config(tmp_path: Path, options: str = "", extra: str = ""):  # type: ignore[no-untyped-def]

@@ -11,10 +11,10 @@ from retrain.campaign.expand import Campaign, expand
 from retrain.campaign.manifest import ManifestFile
 from retrain.campaign.parse import parse_campaign
 from retrain.campaign.summary import format_table, summarize
-from retrain.config import load_config
 from retrain.errors import UserError
 from retrain.evaluation.row import EvalRow
 from retrain.training.faults import run_environ
+from retrain.validation.load import load_config
 
 CAMPAIGN = """
 [campaign]

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from retrain.advantages.pipeline import build_pipeline
-from retrain.config import load_config
 from retrain.config.schema import SECTIONS, TrainConfig
-from retrain.config.validate.trace import trace
+from retrain.validation.load import load_config
+from retrain.validation.trace import trace
 
 
 def make_config(**sections: dict[str, Any]) -> TrainConfig:

@@ -52,7 +52,10 @@ def test_dotted_plugin_hooks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 def test_describe_catalog_is_json_ready() -> None:
     import json
 
-    data = catalog.describe_catalog()
+    data = catalog.describe_catalog({"local": ["lora_fast_linear"]})
     names = [b["name"] for b in data["builtins"]]
     assert names == ["local", "unsloth", "tinker", "prime_rl"]
+    local = data["builtins"][0]["option_schema"]
+    assert local["lora_fast_linear"]["built"] is False and local["sample_cuda_graphs"]["built"] is True
+    assert local["sample_cuda_graphs"]["cuda_only"] == "CUDA graphs need a CUDA device"
     json.dumps(data)

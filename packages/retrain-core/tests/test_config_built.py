@@ -12,10 +12,11 @@ import pytest
 
 from retrain.backends.catalog import builtin_definition
 from retrain.backends.options import BUILTIN_OPTION_SCHEMAS
-from retrain.config import ConfigError, load_config
+from retrain.config import ConfigError
 from retrain.config.fields import all_fields
 from retrain.config.schema import SECTIONS
-from retrain.config.validate.built import NOT_BUILT, NOT_BUILT_OPTIONS, refused_keys
+from retrain.validation.built import NOT_BUILT, NOT_BUILT_OPTIONS, refused_keys
+from retrain.validation.load import load_config
 
 PACKAGES = Path(__file__).resolve().parents[2]
 NOT_BUILT_TEXT = "not built yet in this version"
@@ -293,7 +294,7 @@ def test_every_schema_field_is_read_at_run_time_or_refused(sources: list[tuple[s
     listed = refused_keys()
     silent = [f"[{f.section}] {f.key}" for f in all_fields()
               if (f.section, f.attr) not in read and f.dotted not in listed and f.dotted not in CONFIG_TIME_ONLY]
-    assert not silent, f"accepted but read by no runtime code; list them in config/validate/built.py: {silent}"
+    assert not silent, f"accepted but read by no runtime code; list them in validation/built.py: {silent}"
 
 
 def test_every_option_of_a_built_backend_is_read_or_refused(sources: list[tuple[str, ast.Module]]) -> None:

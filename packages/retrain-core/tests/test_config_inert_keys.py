@@ -1,5 +1,5 @@
 """Keys of a feature the config leaves off: set away from their default, each loads with one
-one-line warning naming the key and the switch that would read it (retrain.config.validate.inert),
+one-line warning naming the key and the switch that would read it (retrain.validation.inert),
 and stays quiet once the feature is on."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import pytest
 from retrain.advantages.algorithm import BUILTIN_ALGORITHMS
 from retrain.advantages.transform import BUILTIN_TRANSFORMS
 from retrain.backends.options import BUILTIN_OPTION_SCHEMAS
-from retrain.config import load_config
 from retrain.config.fields import all_fields
-from retrain.config.page import render_markdown
-from retrain.config.validate.inert import INERT
 from retrain.registry import builtin
+from retrain.validation.inert import INERT
+from retrain.validation.load import load_config
+from retrain.validation.page import render_markdown
 
 # label -> (the key set while its feature is off, the switch the warning names, the same key live)
 REPORTED: dict[str, tuple[str, str, str]] = {

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from retrain.config import ConfigError, load_config, read_toml
-from retrain.config.load import tables_to_config
+from retrain.config import ConfigError, read_toml
+from retrain.validation.load import load_config, tables_to_config
 
 
 def write(tmp_path: Path, text: str, name: str = "c.toml") -> Path:

@@ -11,8 +11,9 @@ import pytest
 
 from retrain.backends.catalog import _parse_capabilities, builtin_definition
 from retrain.backends.objective import clip_band
-from retrain.config import ConfigError, load_config
+from retrain.config import ConfigError
 from retrain.config.schema import POLICY_LOSS_MODES, RATIO_LEVELS
+from retrain.validation.load import load_config
 
 NOT_BUILT_TEXT = "not built yet in this version"
 UNTRUNCATED = "[training]\ntop_p = 1.0\n"

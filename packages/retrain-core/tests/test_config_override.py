@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from retrain.config import ConfigError, load_config, parse_overrides
+from retrain.config import ConfigError, parse_overrides
+from retrain.validation.load import load_config
 
 
 def test_forms_and_precedence(tmp_path: Path) -> None:

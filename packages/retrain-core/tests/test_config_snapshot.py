@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from retrain.config import TrainConfig, parse_overrides
-from retrain.config.load import apply_overrides
 from retrain.config.snapshot import REDACTED, config_snapshot, redact_url
+from retrain.validation.load import apply_overrides
 
 
 def test_redaction() -> None:

@@ -9,9 +9,9 @@ from typing import ClassVar
 import msgspec
 import pytest
 
-from retrain.config import load_config
 from retrain.data.arithmetic import arithmetic_examples
 from retrain.data.source import DataError, Example, load_examples
+from retrain.validation.load import load_config
 
 
 def test_arithmetic_is_complete_seeded_and_verifiable() -> None:

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 import pytest
 
-from retrain.config import load_config
 from retrain.config.errors import ConfigError
 from retrain.evaluation.evaluate import encode_problems, evaluate
 from retrain.evaluation.row import EvalRow
@@ -15,6 +14,7 @@ from retrain.evaluation.settings import EvalPlan, EvalSchedule
 from retrain.rewards.boxed import MatchReward
 from retrain.rewards.create import RewardScorer
 from retrain.types import Completion, Example, SamplingParams
+from retrain.validation.load import load_config
 
 
 class CharTokenizer:

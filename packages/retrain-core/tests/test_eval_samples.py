@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from retrain.config import load_config
 from retrain.config.errors import ConfigError
 from retrain.evaluation.estimators import pass_at_k
 from retrain.evaluation.evaluate import encode_problems, evaluate
@@ -21,6 +20,7 @@ from retrain.rewards.boxed import MatchReward
 from retrain.rewards.create import RewardScorer
 from retrain.training.console import eval_line
 from retrain.types import Completion, Example, SamplingParams
+from retrain.validation.load import load_config
 
 
 class CharTokenizer:

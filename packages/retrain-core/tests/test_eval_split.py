@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from retrain.config import load_config
 from retrain.config.errors import ConfigError
 from retrain.data.arithmetic import prompt
 from retrain.data.source import DataError, load_examples
+from retrain.data.split import HELD_OUT_SHARE, held_out
 from retrain.evaluation.problems import load_problems
-from retrain.evaluation.split import HELD_OUT_SHARE, held_out
+from retrain.validation.load import load_config
 
 
 def arithmetic(difficulty: int, seed: int, *extra: str):  # type: ignore[no-untyped-def]

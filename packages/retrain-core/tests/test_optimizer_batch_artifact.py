@@ -9,7 +9,6 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from retrain.config import load_config
 from retrain.training.optimizer_batch.artifact import (
     ArtifactError,
     Capture,
@@ -19,6 +18,7 @@ from retrain.training.optimizer_batch.artifact import (
     weights_digest,
 )
 from retrain.types import Datum
+from retrain.validation.load import load_config
 
 
 class FakeBackend:

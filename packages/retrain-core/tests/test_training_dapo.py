@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from retrain.advantages.pipeline import build_pipeline
-from retrain.config import load_config
 from retrain.config.errors import ConfigError
 from retrain.config.schema import AlgorithmConfig, TrainConfig, TrainingConfig
 from retrain.errors import UserError
@@ -39,6 +38,7 @@ from retrain.training.sepa import SepaController
 from retrain.training.state import TrainerState, read_state, write_state
 from retrain.training.step import advantages, collect, step_advantages
 from retrain.types import Completion, Example, SamplingParams
+from retrain.validation.load import load_config
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"
 

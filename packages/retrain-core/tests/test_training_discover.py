@@ -2,10 +2,10 @@
 
 import pytest
 
-from retrain.config import load_config
 from retrain.config.errors import ConfigError
 from retrain.training.discovery.archive import Archive
 from retrain.training.discovery.prompt import INSTRUCTION, DiscoverParams, memory_prompt, truncate
+from retrain.validation.load import load_config
 
 
 def expanded_root() -> Archive:

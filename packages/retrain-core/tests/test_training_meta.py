@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from retrain.config import load_config
 from retrain.training.interrupt import RunInterrupted
 from retrain.training.meta import RunStatus
+from retrain.validation.load import load_config
 
 
 def status_in(tmp_path: Path, **kwargs: Any) -> tuple[RunStatus, Path]:

@@ -5,8 +5,8 @@ from typing import Any
 import pytest
 
 from retrain.config.schema import SECTIONS, TrainConfig
-from retrain.config.validate.trace import trace
 from retrain.registry import builtin
+from retrain.validation.trace import trace
 
 
 def make_config(**sections: dict[str, Any]) -> TrainConfig:
@@ -105,7 +105,7 @@ def test_bad_params_and_unknown_delight_keys():
 
 
 def test_semantic_detector_without_its_package(monkeypatch):
-    import retrain.config.validate.dependencies as dependencies
+    import retrain.validation.dependencies as dependencies
 
     monkeypatch.setattr(dependencies, "module_available", lambda name: False)
     report = trace(make_config(planning={"detector": "semantic"}))

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from retrain.config import ConfigError, load_config
+from retrain.config import ConfigError
 from retrain.training.sft.data import (
     Encoded,
     SftDataError,
@@ -20,6 +20,7 @@ from retrain.training.sft.data import (
     sft_cap,
 )
 from retrain.training.sft.order import BatchSchedule
+from retrain.validation.load import load_config
 
 EOS = 1
 

@@ -8,7 +8,6 @@ import time
 
 import pytest
 
-from retrain.config import load_config
 from retrain.environments.chat import observation_ids
 from retrain.environments.concurrency import EnvClock, bounded
 from retrain.environments.openenv.actions import (
@@ -20,6 +19,7 @@ from retrain.environments.openenv.actions import (
 from retrain.environments.openenv.settings import parse
 from retrain.environments.openenv.tl_grpo import turn_advantages
 from retrain.errors import UserError
+from retrain.validation.load import load_config
 
 TEXT_SCHEMA = {"type": "object", "properties": {"message": {"type": "string"}, "metadata": {"type": "object"}},
                "required": ["message"]}

@@ -13,8 +13,8 @@ import torch
 
 from retrain.backends.local import distributed
 from retrain.backends.local.backend import LocalBackend
-from retrain.config import load_config
 from retrain.types import Datum
+from retrain.validation.load import load_config
 
 
 def datums(vocab: int) -> list[Datum]:

@@ -38,9 +38,9 @@ def run_task(config_path: str, import_roots: list[str], cwd: str, crash_at: str)
     import msgspec
 
     from retrain.campaign.worker import resume_from
-    from retrain.config import load_config
     from retrain.training.console import SilentReporter
     from retrain.training.trainers import train
+    from retrain.validation.load import load_config
 
     sys.path[:0] = [r for r in import_roots if r not in sys.path]
     if os.path.isdir(cwd):

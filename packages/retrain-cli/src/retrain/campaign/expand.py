@@ -20,8 +20,8 @@ from retrain.campaign.configs import config_toml, fingerprint
 from retrain.campaign.parse import CampaignPlan, Condition
 from retrain.config.schema import CampaignConfig, TrainConfig
 from retrain.config.source import TomlSource
-from retrain.config.validate.backend import backend_entry, capabilities_of
 from retrain.io import layout
+from retrain.validation.backend import backend_entry, capabilities_of
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.+~=,@-]")
 

@@ -10,11 +10,11 @@ import msgspec
 
 from retrain.config.errors import ConfigError, ConfigIssue, did_you_mean
 from retrain.config.fields import CoerceError, by_flat, coerce, with_values
-from retrain.config.load import LoadedConfig, locate
 from retrain.config.override import Overrides
 from retrain.config.schema import CampaignConfig, TrainConfig
 from retrain.config.source import TomlSource
-from retrain.config.validate import validate
+from retrain.validation import validate
+from retrain.validation.load import LoadedConfig, locate
 
 DEFAULT_CONDITIONS: tuple[tuple[str, str], ...] = (
     ("grpo", "none"),

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from retrain.commands.errors import CommandFailed
-from retrain.config import load_config
 from retrain.training.resume_check import check_resume
+from retrain.validation.load import load_config
 
 
 def run(log_dir: str, max_steps: int | None, as_json: bool, config_path: str | None = None) -> None:

@@ -12,7 +12,7 @@ backend unavailable with one line naming the distribution and both contracts.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import metadata
@@ -26,7 +26,7 @@ from retrain.registry.contract import Contract
 
 ResumeMode = Literal["unsupported", "adapter_only", "exact"]
 ENTRY_POINT_GROUP = "retrain.backends"
-#: The capabilities that each answer one rule of config validation (retrain.config.validate)
+#: The capabilities that each answer one rule of config validation (retrain.validation)
 VALIDATION_FLAGS = ("multi_device", "remote_service", "full_token_distributions", "inference_servers",
                     "sampler_correction", "ppo_clipping", "optimizer_batch", "exclusive_precisions",
                     "seeded_options", "strict_advantages")
@@ -374,13 +374,14 @@ def _parse_option_spec(raw: Any) -> OptionSpec:
                       validator=fields.get("validator"), cuda_only=str(fields.get("cuda_only", "")))
 
 
-def describe_catalog() -> dict[str, Any]:
-    """The machine-readable catalog behind `retrain backends --json`."""
+def describe_catalog(unbuilt_options: Mapping[str, Collection[str]] | None = None) -> dict[str, Any]:
+    """The machine-readable catalog behind `retrain backends --json`; `unbuilt_options` names,
+    per backend, the options that loading refuses as not built yet
+    (retrain.validation.built.NOT_BUILT_OPTIONS), described with `built` false."""
     from retrain.backends.options import describe_schema
-    from retrain.config.validate.built import NOT_BUILT_OPTIONS
 
     def options(entry: BackendEntry) -> dict[str, dict[str, Any]]:
-        return describe_schema(entry.definition.option_schema or {}, NOT_BUILT_OPTIONS.get(entry.name, {}))
+        return describe_schema(entry.definition.option_schema or {}, (unbuilt_options or {}).get(entry.name, ()))
 
     return {
         "contracts": {"backend": contract.text(BACKEND_CONTRACT)},

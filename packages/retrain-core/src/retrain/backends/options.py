@@ -22,7 +22,7 @@ class OptionSpec:
     validator: Callable[[Any], str | None] | None = None
     description: str = ""
     # why the option does nothing when the run trains on the CPU ("" when it acts anywhere);
-    # set away from its default on a CPU run it is warned about (retrain.config.validate.inert)
+    # set away from its default on a CPU run it is warned about (retrain.validation.inert)
     cuda_only: str = ""
 
 
@@ -268,7 +268,7 @@ def _toml(value: Any) -> str:
 
 def describe_schema(schema: OptionSchema, unbuilt: Collection[str] = ()) -> dict[str, dict[str, Any]]:
     """Each option as data; `built` is false for the options named in `unbuilt` (refused as
-    not built yet: retrain.config.validate.built)."""
+    not built yet: retrain.validation.built)."""
     return {
         key: {
             "type": spec.value_type.__name__,

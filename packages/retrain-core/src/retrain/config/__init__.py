@@ -1,7 +1,11 @@
-"""Config: the TOML schema, loading pipeline, overrides and validation.
+"""Config: what a run's configuration is: the schema (`TrainConfig` and its sections), the
+fields' TOML keys, flags and coercion, TOML sources, overrides and the migrations of old keys.
+It imports nothing of retrain but `retrain.errors`, so every package may use it; loading a file
+into a validated config is `retrain.validation.load.load_config`, one floor above the packages
+whose rules it checks.
 
-Names are resolved lazily so that importing a submodule (`retrain.config.errors`) from low
-layers such as `retrain.backends.options` does not pull in the whole loader.
+Names are resolved lazily so that importing one submodule (`retrain.config.errors`) does not
+pull in the rest.
 """
 
 from __future__ import annotations
@@ -11,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from retrain.config.errors import ConfigError, ConfigIssue
-    from retrain.config.load import LoadedConfig, load_config
     from retrain.config.override import Overrides, parse_overrides
     from retrain.config.schema import TrainConfig
     from retrain.config.source import config_kind, read_toml
@@ -19,8 +22,6 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "ConfigError": "retrain.config.errors",
     "ConfigIssue": "retrain.config.errors",
-    "LoadedConfig": "retrain.config.load",
-    "load_config": "retrain.config.load",
     "Overrides": "retrain.config.override",
     "parse_overrides": "retrain.config.override",
     "TrainConfig": "retrain.config.schema",
@@ -31,11 +32,9 @@ _EXPORTS = {
 __all__ = [
     "ConfigError",
     "ConfigIssue",
-    "LoadedConfig",
     "Overrides",
     "TrainConfig",
     "config_kind",
-    "load_config",
     "parse_overrides",
     "read_toml",
 ]

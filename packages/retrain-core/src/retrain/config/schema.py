@@ -1,14 +1,14 @@
 """The TOML schema: one msgspec Struct per TOML section, and `TrainConfig` holding them.
 
 Field names are the TOML keys. Each field's `Meta` carries its meaning (`description`), its
-bounds (`ge`/`gt`/`le`/`lt`, checked by `retrain.config.load`) and, under `extra["flag"]`, the
+bounds (`ge`/`gt`/`le`/`lt`, checked by `retrain.validation.load`) and, under `extra["flag"]`, the
 reference implementation's flat field name when it differs from `<prefix><key>`. The flat name
 is what CLI flags (`--optim-beta1`), campaign condition overrides and config snapshots use, so
 users' commands and files written for the reference keep working.
 
 The sections live in `retrain.config.sections`, grouped by what they configure; this module
 holds `TrainConfig` and the other config kinds and re-exports every section name, so imports
-go through it. docs/configuration.md is generated from it (`retrain.config.page`).
+go through it. docs/configuration.md is generated from it (`retrain.validation.page`).
 """
 
 from __future__ import annotations

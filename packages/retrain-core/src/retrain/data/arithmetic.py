@@ -1,7 +1,7 @@
 """`arithmetic`: generated addition problems with exact answers, for offline demos and tests.
 
 Difficulty d uses operands with up to d digits. A fifth of the problem space is held out for
-evaluation (`retrain.evaluation.split`); training walks the rest. Small spaces are enumerated
+evaluation (`retrain.data.split`); training walks the rest. Small spaces are enumerated
 and shuffled with the run's seed, so the order is reproducible and a prompt batch mixes easy
 and hard sums; spaces over MAX_PROBLEMS pairs are sampled with the seed (each side drawing
 only its own pairs). The SFT target is `\\boxed{answer}`.
@@ -13,7 +13,7 @@ import random
 
 from retrain.config.schema import TrainConfig
 from retrain.data.source import data_seed
-from retrain.evaluation.split import held_out
+from retrain.data.split import held_out
 from retrain.types import Example
 
 MAX_PROBLEMS = 20_000

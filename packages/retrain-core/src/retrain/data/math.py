@@ -6,7 +6,7 @@ counting_and_probability, geometry (train split). The reference answer is the la
 Training walks the problems in an order shuffled by the run's seed (the reference walked them
 in file order: a file sorted by difficulty or topic fed whole batches of one kind); the
 held-out problems keep file order. A twentieth of the problems is held out for evaluation
-(`retrain.evaluation.split`, keyed on the problem statement); training never sees them.
+(`retrain.data.split`, keyed on the problem statement); training never sees them.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 from retrain.config.schema import TrainConfig
 from retrain.data.source import DataError, data_seed
-from retrain.evaluation.split import held_out
+from retrain.data.split import held_out
 from retrain.rewards.boxed import extract_boxed
 from retrain.types import Example
 

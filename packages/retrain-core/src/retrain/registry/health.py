@@ -5,9 +5,6 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 
-from retrain.backends import catalog
-from retrain.config.schema import TrainConfig
-from retrain.plugins.resolve import is_dotted
 from retrain.registry.contract import distribution_version
 
 
@@ -60,30 +57,3 @@ COMPONENTS: dict[str, Component] = {
     "wandb": Component("wandb", "wandb", "pip install wandb", "wandb"),
     "matplotlib": Component("matplotlib", "matplotlib", "pip install matplotlib", "matplotlib"),
 }
-
-
-def dependency_warnings(config: TrainConfig) -> list[str]:
-    """What the configured components need that this machine lacks, one line each."""
-    out: list[str] = []
-    backend = config.backend.backend
-    if not is_dotted(backend):
-        entry = catalog.lookup(backend)
-        if entry is not None and not entry.installed:
-            out.append(f"backend {backend!r} needs {entry.definition.distribution}: {entry.definition.hint}")
-        elif entry is not None and not entry.definition.available:
-            out.append(f"backend {backend!r}: {entry.definition.note or 'not built yet in this version'}")
-    needs = []
-    if config.reward.type == "math":
-        needs.append(("reward type 'math'", COMPONENTS["math"]))
-    if config.planning.detector == "semantic":
-        needs.append(("planning detector 'semantic'", COMPONENTS["semantic"]))
-    if config.environment.provider == "verifiers":
-        needs.append(("environment provider 'verifiers'", COMPONENTS["verifiers"]))
-    if config.environment.provider == "openenv":
-        needs.append(("environment provider 'openenv'", COMPONENTS["openenv"]))
-    if config.logging.wandb_project:
-        needs.append(("[logging] wandb_project", COMPONENTS["wandb"]))
-    for what, comp in needs:
-        if not comp.available:
-            out.append(f"{what} needs {comp.module!r}: {comp.hint}")
-    return out

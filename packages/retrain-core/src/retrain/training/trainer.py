@@ -20,7 +20,6 @@ from retrain.backends.create import capabilities, create_backend, require_runnab
 from retrain.backends.protocol import TrainBackend
 from retrain.config.schema import TrainConfig
 from retrain.config.sft_loss import effective_sft_loss
-from retrain.config.validate.trace import trace
 from retrain.data.source import load_examples
 from retrain.errors import UserError
 from retrain.evaluation.evaluate import encode_problems, evaluate
@@ -50,6 +49,7 @@ from retrain.training.step import advantages, train_on
 from retrain.training.telemetry import WarmupRow, backend_counters
 from retrain.training.wandb import create_wandb_sink
 from retrain.training.warmup import WarmupData, warmup_batch_size, warmup_lr
+from retrain.validation.trace import trace
 
 
 class FlowError(UserError, RuntimeError):

@@ -8,10 +8,10 @@ import textwrap
 
 from retrain.backends.catalog import BackendEntry, all_entries, describe_catalog
 from retrain.backends.protocol import BACKEND_CONTRACT
-from retrain.config.validate.built import option_built
 from retrain.environments import catalog as environments
 from retrain.environments.protocol import ENVIRONMENT_CONTRACT
 from retrain.registry.contract import distribution_version, supported_text, text
+from retrain.validation.built import NOT_BUILT_OPTIONS, option_built
 
 INDENT = " " * 12
 
@@ -30,7 +30,7 @@ def run(as_json: bool) -> None:
 
 
 def _print_json() -> None:
-    data = describe_catalog()
+    data = describe_catalog(NOT_BUILT_OPTIONS)
     data["contracts"]["environment"] = text(ENVIRONMENT_CONTRACT)
     data["environments"] = [_describe_environment(e) for e in environments.all_entries()]
     from retrain.commands.doctor.probe import unsloth_here

@@ -27,7 +27,7 @@ def run(args: list[str], repeat: int, output_dir: str | None, as_json: bool) -> 
             raise UserError("override flags apply when benchmarking a config, not a folder", hint=USAGE)
         result = summarize_dir(Path(target))
     else:
-        from retrain.config import load_config
+        from retrain.validation.load import load_config
 
         loaded = load_config(target, overrides)
         if loaded.kind != "single":

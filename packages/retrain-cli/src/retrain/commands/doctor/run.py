@@ -34,7 +34,7 @@ def report(config: str | None = None) -> dict[str, object]:
     }
     out["unsloth_runs_here"] = unsloth_here(out["cuda"]["count"])  # type: ignore[index]
     if config is not None:
-        from retrain.config import load_config
+        from retrain.validation.load import load_config
 
         c = load_config(config).config
         out["inference_server"] = probe_server(c.inference.engine, c.inference.url)

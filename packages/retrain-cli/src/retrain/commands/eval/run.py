@@ -18,11 +18,11 @@ from typing import Any
 from retrain.backends.create import create_backend, require_runnable
 from retrain.backends.protocol import AdapterLoader
 from retrain.commands.eval.policies import Policy, select
-from retrain.config import load_config
 from retrain.errors import UserError
 from retrain.evaluation.evaluate import Evaluation, encode_problems, evaluate
 from retrain.evaluation.problems import load_problems
 from retrain.evaluation.settings import EvalPlan
+from retrain.validation.load import load_config
 
 Progress = Callable[[int], None]
 

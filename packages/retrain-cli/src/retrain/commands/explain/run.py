@@ -7,7 +7,7 @@ from typing import Any
 
 from retrain.commands.config_args import resolve_config_args
 from retrain.commands.explain.summary import campaign_summary, single_summary, squeeze_summary
-from retrain.config import load_config
+from retrain.validation.load import load_config
 
 _SKIP_TEXT = {"mode", "warnings", "dep_warnings"}
 

@@ -8,13 +8,13 @@ import msgspec
 
 from retrain.backends import catalog
 from retrain.commands.machine import machine_warnings
-from retrain.config.load import LoadedConfig
 from retrain.config.schema import SqueezeConfig, TrainConfig
 from retrain.config.sft_loss import effective_sft_loss
 from retrain.config.snapshot import sanitize
 from retrain.io import layout
-from retrain.registry.health import dependency_warnings
 from retrain.training.resume import resume_contract
+from retrain.validation.dependencies import dependency_warnings
+from retrain.validation.load import LoadedConfig
 
 
 def condition_of(config: TrainConfig) -> str:
@@ -175,7 +175,7 @@ def campaign_summary(loaded: LoadedConfig) -> dict[str, Any]:
 
 def squeeze_summary(loaded: LoadedConfig) -> dict[str, Any]:
     from retrain.config.errors import ConfigError, ConfigIssue
-    from retrain.config.load import locate
+    from retrain.validation.load import locate
 
     assert loaded.source is not None
     try:

@@ -119,8 +119,8 @@ def options_block() -> str:
 
 def keys_block() -> str:
     from retrain.config.fields import all_fields
-    from retrain.config.validate.built import not_built_doc
-    from retrain.config.validate.inert import inert_doc
+    from retrain.validation.built import not_built_doc
+    from retrain.validation.inert import inert_doc
 
     lines = []
     section = ""

@@ -1,7 +1,7 @@
 """`retrain plugins [--json] [CONFIG]`: what every pluggable kind can be set to here, and
 where each name comes from (built in, an installed distribution's entry point, or a module
 under the [plugins] search paths). Built-in names that config validation refuses as not built
-yet (retrain.config.validate.built) are listed, marked "not built yet"."""
+yet (retrain.validation.built) are listed, marked "not built yet"."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from retrain.backends import catalog
-from retrain.config import load_config
 from retrain.config.schema import TrainConfig
-from retrain.config.validate.built import NOT_BUILT_TEXT, live_values
 from retrain.plugins.resolve import add_import_roots, discover_modules
 from retrain.registry import builtin, entry_points
+from retrain.validation.built import NOT_BUILT_TEXT, live_values
+from retrain.validation.load import load_config
 
 #: the config key each kind's built-in names are values of, where some value is not built
 SELECTOR_KEYS = {"reward": "reward.type", "inference_engine": "inference.engine", "trainer": "training.trainer"}

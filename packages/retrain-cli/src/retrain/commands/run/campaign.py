@@ -8,7 +8,7 @@ from typing import Any
 
 from retrain.commands.errors import CommandFailed
 from retrain.commands.warnings import print_warnings
-from retrain.config import load_config
+from retrain.validation.load import load_config
 
 
 def run(path: str) -> None:

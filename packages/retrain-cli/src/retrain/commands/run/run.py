@@ -9,9 +9,10 @@ from retrain.commands.config_args import resolve_config_args
 from retrain.commands.errors import CommandFailed
 from retrain.commands.machine import machine_warnings
 from retrain.commands.warnings import print_warnings
-from retrain.config import load_config, read_toml
+from retrain.config import read_toml
 from retrain.config.schema import TrainConfig
 from retrain.errors import UserError
+from retrain.validation.load import load_config
 
 
 def run(args: list[str]) -> None:

@@ -47,7 +47,7 @@ def _listen(host: str, port: int) -> socket.socket:
 
 def run(args: list[str], host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
         adapter_root: str | None = None, adapters: list[str] | None = None, log_level: str = "warning") -> None:
-    from retrain.config import load_config
+    from retrain.validation.load import load_config
 
     if not 0 <= port <= 65535:
         raise UserError(f"--port {port} is not a TCP port")

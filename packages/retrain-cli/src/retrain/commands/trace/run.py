@@ -13,10 +13,10 @@ import sys
 from retrain.commands.config_args import resolve_config_args
 from retrain.commands.errors import CommandFailed
 from retrain.commands.machine import machine_warnings
-from retrain.config import load_config
 from retrain.config.schema import TrainConfig
-from retrain.config.validate.trace import TraceReport, trace
 from retrain.errors import UserError
+from retrain.validation.load import load_config
+from retrain.validation.trace import TraceReport, trace
 
 
 def render_text(report: TraceReport, probe: str = "") -> str:

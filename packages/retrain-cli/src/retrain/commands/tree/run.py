@@ -118,7 +118,8 @@ def _run_node(tree: Tree, state: TreeState, node_id: str) -> None:
 
 def _train(config: Path) -> tuple[str, str]:
     """Run a node's file as `retrain FILE` would: (where its results are, failure or "")."""
-    from retrain.config import load_config, read_toml
+    from retrain.config import read_toml
+    from retrain.validation.load import load_config
 
     loaded = load_config(config)
     if read_toml(config).kind == "campaign":

@@ -1,4 +1,11 @@
-"""Validation passes over a fully layered config. Every pass reports all it finds.
+"""From a config's tables to a config a run may start with: loading (`load.load_config`: TOML,
+defaults, overrides, environment fallbacks, then `validate`), the validation passes, the
+preflight trace, and the configuration page rendered from the same rules (`page`). It stands
+one floor above retrain.config (what a config is) and the packages whose rules it asks
+(backends' capabilities and options, the registry, advantages, rewards, planning, evaluation),
+so none of them imports it; training and the CLI do.
+
+Validation passes over a fully layered config. Every pass reports all it finds.
 
 `validate(config)` returns the normalised config (canonical uncertainty kind, backend options
 filled with defaults), the errors and the warnings. Passes: built (keys, values and options
@@ -19,16 +26,16 @@ from __future__ import annotations
 
 from retrain.config.errors import ConfigIssue
 from retrain.config.schema import TrainConfig
-from retrain.config.validate.bounds import check_bounds
-from retrain.config.validate.built import check_built, drop_superseded
-from retrain.config.validate.discover import check_discover
-from retrain.config.validate.evaluation import check_eval
-from retrain.config.validate.inert import inert_warnings
-from retrain.config.validate.mode import check_modes
-from retrain.config.validate.plugins import check_plugins
-from retrain.config.validate.ratio import check_ratio
-from retrain.config.validate.runtime import check_runtime
-from retrain.config.validate.warn import collect_warnings
+from retrain.validation.bounds import check_bounds
+from retrain.validation.built import check_built, drop_superseded
+from retrain.validation.discover import check_discover
+from retrain.validation.evaluation import check_eval
+from retrain.validation.inert import inert_warnings
+from retrain.validation.mode import check_modes
+from retrain.validation.plugins import check_plugins
+from retrain.validation.ratio import check_ratio
+from retrain.validation.runtime import check_runtime
+from retrain.validation.warn import collect_warnings
 
 
 def validate(

@@ -14,8 +14,8 @@ from retrain.backends.catalog import BackendCapabilities
 from retrain.backends.options import normalize_options
 from retrain.config.errors import ConfigIssue
 from retrain.config.schema import TrainConfig
-from retrain.config.validate.mode import available_hint
 from retrain.plugins.resolve import is_dotted
+from retrain.validation.mode import available_hint
 
 _TRUE = ("true", "1", "yes", "on")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from retrain.config.errors import ConfigIssue
 from retrain.config.schema import TrainConfig
-from retrain.config.validate.built import NOT_BUILT_TEXT
+from retrain.validation.built import NOT_BUILT_TEXT
 
 _DEFAULTS = TrainConfig()
 

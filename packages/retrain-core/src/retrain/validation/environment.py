@@ -7,9 +7,9 @@ from urllib.parse import urlparse
 
 from retrain.config.errors import ConfigIssue
 from retrain.config.schema import TrainConfig
-from retrain.config.validate.built import NOT_BUILT_TEXT
-from retrain.config.validate.mode import check_selector
 from retrain.registry import builtin
+from retrain.validation.built import NOT_BUILT_TEXT
+from retrain.validation.mode import check_selector
 
 #: keys that only a provider reads
 PROVIDER_KEYS = ("id", "args", "max_turns", "max_episode_tokens", "rollout_env_workers", "rollout_buffer_size")

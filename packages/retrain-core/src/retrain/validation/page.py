@@ -7,8 +7,8 @@ import json
 
 from retrain.config.fields import FieldSpec, all_fields
 from retrain.config.schema import SECTIONS
-from retrain.config.validate.built import NOT_BUILT_OPTIONS, not_built_doc
-from retrain.config.validate.inert import inert_doc
+from retrain.validation.built import NOT_BUILT_OPTIONS, not_built_doc
+from retrain.validation.inert import inert_doc
 
 HEADER = """\
 # Configuration reference

@@ -9,13 +9,13 @@ from retrain.backends.catalog import BackendCapabilities
 from retrain.config.errors import ConfigIssue
 from retrain.config.fields import parse_devices
 from retrain.config.schema import TrainConfig
-from retrain.config.validate.backend import backend_entry, capabilities_of, check_backend
-from retrain.config.validate.built import NOT_BUILT_TEXT, live_values
-from retrain.config.validate.environment import check_environment
-from retrain.config.validate.mode import available_hint, check_selector, runtime_names
 from retrain.plugins.resolve import is_dotted
 from retrain.registry import builtin
 from retrain.registry.entry_points import names as entry_point_names
+from retrain.validation.backend import backend_entry, capabilities_of, check_backend
+from retrain.validation.built import NOT_BUILT_TEXT, live_values
+from retrain.validation.environment import check_environment
+from retrain.validation.mode import available_hint, check_selector, runtime_names
 
 
 def check_device(spec: str) -> str | None:

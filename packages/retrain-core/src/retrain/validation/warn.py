@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from retrain.config.errors import ConfigIssue
 from retrain.config.schema import TrainConfig
-from retrain.config.validate.backend import backend_capabilities
+from retrain.validation.backend import backend_capabilities
 
 
 def collect_warnings(c: TrainConfig) -> list[ConfigIssue]:

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 from retrain.advantages.delight.transform import check_keys as check_delight_keys
 from retrain.advantages.transform import mask_rho
-from retrain.config.validate.preflight import Preflight
 from retrain.registry.builtin import DELIGHT_TRANSFORMS
+from retrain.validation.preflight import Preflight
 
 
 def check_compat(flow: Preflight) -> None:

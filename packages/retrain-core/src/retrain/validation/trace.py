@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from retrain.config.schema import TrainConfig
-from retrain.config.validate.compat import check_compat
-from retrain.config.validate.dependencies import check_dependencies
-from retrain.config.validate.preflight import Preflight, TraceIssue, resolve_preflight
-from retrain.config.validate.probe import PROBE_CASES, run_probe
+from retrain.validation.compat import check_compat
+from retrain.validation.dependencies import check_dependencies
+from retrain.validation.preflight import Preflight, TraceIssue, resolve_preflight
+from retrain.validation.probe import PROBE_CASES, run_probe
 
 
 @dataclass

@@ -30,7 +30,7 @@ from retrain.config.migrate import LEGACY_BACKEND_KEYS, legacy_rewrite_hint
 from retrain.config.override import Overrides, parse_overrides
 from retrain.config.schema import KEY_ALIASES, KIND_TABLES, SECTIONS, TrainConfig
 from retrain.config.source import Kind, TomlSource, read_toml
-from retrain.config.validate import validate
+from retrain.validation import validate
 
 _LABEL = re.compile(r"^\[([A-Za-z0-9_.]+)\] ([A-Za-z0-9_\-]+)")
 

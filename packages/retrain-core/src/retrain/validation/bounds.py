@@ -10,8 +10,8 @@ from retrain.backends.objective import clip_band
 from retrain.config.errors import ConfigIssue
 from retrain.config.fields import all_fields, by_flat, get_value, parse_devices
 from retrain.config.schema import TrainConfig
-from retrain.config.validate.backend import backend_capabilities
-from retrain.config.validate.built import NOT_BUILT_TEXT
+from retrain.validation.backend import backend_capabilities
+from retrain.validation.built import NOT_BUILT_TEXT
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 OPTIMIZER_BATCH_ALLOWED_DIFFERENCES = ("backend.options.gradient_checkpointing",)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from retrain.advantages.result import SCALAR_TOLERANCE
-from retrain.config.validate.preflight import Preflight
+from retrain.validation.preflight import Preflight
 
 
 @dataclass(frozen=True)

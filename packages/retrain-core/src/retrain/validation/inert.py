@@ -22,9 +22,9 @@ from functools import cache
 from retrain.config.errors import ConfigIssue
 from retrain.config.fields import FieldSpec, all_fields, get_value, parse_devices
 from retrain.config.schema import TrainConfig
-from retrain.config.validate.backend import backend_entry
 from retrain.evaluation.settings import EvalSchedule
 from retrain.registry import builtin
+from retrain.validation.backend import backend_entry
 
 
 @dataclass(frozen=True)
