@@ -15,10 +15,10 @@ import pytest
 from tiny_run import Messages, write_tiny_run
 
 from retrain.io.log import read_jsonl
-from retrain.training import trainer as trainer_module
 from retrain.training.dapo.dynamic import zero_variance
 from retrain.training.interrupt import RunInterrupted
 from retrain.training.telemetry import WALL_CLOCK_FIELDS
+from retrain.training.trainers import rl as trainer_module
 from retrain.training.trainers import train
 from retrain.types import Datum
 from retrain.validation.load import load_config

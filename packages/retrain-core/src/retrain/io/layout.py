@@ -27,7 +27,7 @@ CAMPAIGN_SUMMARY = "campaign_summary.json"
 CAMPAIGN_CONFIGS = "configs"
 #: in a campaign directory: the run directories (`runs/<run_name>/`)
 CAMPAIGN_RUNS = "runs"
-#: TTT-Discover's final archive (retrain.training.discover)
+#: TTT-Discover's final archive (retrain.training.trainers.discover)
 DISCOVER_ARCHIVE = "discover_archive.json"
 #: `trainer = "command"`: every config field, flat and unredacted, for the external program
 COMMAND_CONFIG = "retrain_config.json"

@@ -156,11 +156,11 @@ TARGETS: dict[str, dict[str, str]] = {
         "math": "retrain.data.math:load_math",
     },
     "trainer": {  # each a function (config, reporter, *, config_path) -> RunResult (retrain.training.trainers)
-        "retrain": "retrain.training.trainer:run_rl",
-        "sft": "retrain.training.sft.run:run_sft",
-        "ttt_discover": "retrain.training.discover:run_discover",
-        "command": "retrain.training.runner.command:run",
-        "optimizer_replay": "retrain.training.runner.optimizer_replay:run",
+        "retrain": "retrain.training.trainers.rl:run_rl",
+        "sft": "retrain.training.trainers.sft:run_sft",
+        "ttt_discover": "retrain.training.trainers.discover:run_discover",
+        "command": "retrain.training.trainers.command:run",
+        "optimizer_replay": "retrain.training.trainers.optimizer_replay:run",
     },
     "backpressure": {
         "noop": "retrain.training.backpressure:NoopBackpressure",

@@ -9,7 +9,7 @@ ends a step with, in one place so that their rows and state cannot drift apart:
 5. count the step's reward faults against the error budget.
 
 What follows a recorded step (evaluation, the fault points, the checkpoint, the budget's stop,
-an interrupt) is the trainer's: `retrain.training.trainer.Trainer._step_done`.
+an interrupt) is the trainer's: `retrain.training.trainers.rl.Trainer._step_done`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What an RL run holds while it trains: shared by the trainers that run RL steps (the RL
-loop, retrain.training.trainer; TTT-Discover, retrain.training.discover) and the step
+loop, retrain.training.trainers.rl; TTT-Discover, retrain.training.trainers.discover) and the step
 recorder (retrain.training.record)."""
 
 from __future__ import annotations

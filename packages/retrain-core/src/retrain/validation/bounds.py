@@ -15,7 +15,7 @@ from retrain.validation.built import NOT_BUILT_TEXT
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 OPTIMIZER_BATCH_ALLOWED_DIFFERENCES = ("backend.options.gradient_checkpointing",)
-#: what `[training] trainer_command` may name (retrain.training.runner.command fills them in)
+#: what `[training] trainer_command` may name (retrain.training.trainers.command fills them in)
 PLACEHOLDERS = ("config_path", "log_dir", "adapter_path", "model")
 
 

@@ -32,7 +32,7 @@ from retrain.training.record import TrainedStep
 from retrain.training.result import RunResult
 from retrain.training.run import Run
 from retrain.training.step import advantages, collect, train_on
-from retrain.training.trainer import Trainer
+from retrain.training.trainers.rl import Trainer
 from retrain.types import Example
 
 

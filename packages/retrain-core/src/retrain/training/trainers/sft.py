@@ -118,10 +118,6 @@ class SftTrainer:
         return summary
 
 
-def train(config: TrainConfig, reporter: Reporter | None = None, *, config_path: str = "") -> Any:
-    return SftTrainer(config, reporter, config_path=config_path).run()
-
-
 def run_sft(config: TrainConfig, reporter: Reporter | None = None, *, config_path: str = "") -> RunResult:
     """`[training] trainer = "sft"`: supervised fine-tuning on `sft_data_path`."""
     return SftTrainer(config, reporter, config_path=config_path).run()
