@@ -49,6 +49,12 @@ def crash_if(point: str, step: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def point(phase: str, name: str) -> str:
+    """The fault point `name` of a phase: warmup and SFT steps prefix theirs (`warmup_mid_checkpoint`,
+    `sft_after_checkpoint`); RL steps ("" phase) use the bare name."""
+    return f"{phase}_{name}" if phase else name
+
+
 def run_environ(run_name: str, environ: Mapping[str, str]) -> dict[str, str]:
     """The environment of one campaign run: the crash point only for the targeted run."""
     env = dict(environ)

@@ -45,9 +45,9 @@ class FollowerLog(RunLog):
     def checkpoint(self, backend: TrainBackend, flow: Flow | None, state: TrainerState, path: str | Path, *,
                    step: int, phase: str = "") -> str:
         saved = backend.save_checkpoint(str(path))
-        faults.crash_if(phase + "mid_checkpoint", step)
+        faults.crash_if(faults.point(phase, "mid_checkpoint"), step)
         state.checkpoint_name, state.checkpoint_path = Path(path).name, saved
-        faults.crash_if(phase + "after_checkpoint", step)
+        faults.crash_if(faults.point(phase, "after_checkpoint"), step)
         return saved
 
     def finish_state(self, state: TrainerState) -> None:

@@ -111,10 +111,11 @@ class RunLog:
         """Save the backend under `path`, then the trainer state (the RL flow's controllers
         included; SFT has no flow) into the checkpoint and the log directory, then
         `latest_sampler_path.txt`. The logs are synced first, so a checkpoint never gets ahead
-        of the rows it covers."""
+        of the rows it covers. `phase` is "warmup", "sft", or "" for an RL step (it names the
+        fault points, retrain.training.faults.point)."""
         self.sync()
         saved = backend.save_checkpoint(str(path))
-        faults.crash_if(phase + "mid_checkpoint", step)
+        faults.crash_if(faults.point(phase, "mid_checkpoint"), step)
         state.checkpoint_name, state.checkpoint_path = Path(path).name, saved
         if flow is not None:
             state.sepa, state.backpressure = flow.sepa.state(), flow.backpressure.state()
@@ -122,7 +123,7 @@ class RunLog:
                 state.environment = flow.environment.state()
         write_state(saved, state)  # the checkpoint is self-describing (step, data cursor, controllers)
         self.finish_state(state)
-        faults.crash_if(phase + "after_checkpoint", step)
+        faults.crash_if(faults.point(phase, "after_checkpoint"), step)
         return saved
 
     def finish_state(self, state: TrainerState) -> None:

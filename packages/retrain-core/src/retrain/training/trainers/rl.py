@@ -280,8 +280,7 @@ class Trainer:
 
     def _checkpoint(self, run: Run, step: int, phase: str = "") -> str:
         path = Path(self.config.backend.adapter_path) / checkpoint_name(step, phase)
-        return run.log.checkpoint(run.backend, run.flow, run.state, path, step=step,
-                                  phase="warmup_" if phase == "warmup" else "")
+        return run.log.checkpoint(run.backend, run.flow, run.state, path, step=step, phase=phase)
 
     def _checkpoint_unless_saved(self, run: Run, step: int, phase: str = "") -> str:
         """The checkpoint of the step just done: the scheduled one, or one saved now."""

@@ -107,7 +107,7 @@ class SftTrainer:
             faults.crash_if("sft_after_step", step)
             if t.save_every > 0 and (step + 1) % t.save_every == 0 and step + 1 < total:
                 path = Path(c.backend.adapter_path) / checkpoint_name(step)
-                log.checkpoint(backend, None, state, path, step=step, phase="sft_")
+                log.checkpoint(backend, None, state, path, step=step, phase="sft")
         summary: dict[str, Any] = {"condition": "sft", "steps": total, "unit": "SFT steps"}
         halves = state.sft_losses.halves()
         if halves is not None:
