@@ -29,7 +29,7 @@ ENTRY_POINT_GROUP = "retrain.backends"
 #: The capabilities that each answer one rule of config validation (retrain.validation)
 VALIDATION_FLAGS = ("multi_device", "remote_service", "full_token_distributions", "inference_servers",
                     "sampler_correction", "ppo_clipping", "optimizer_batch", "exclusive_precisions",
-                    "seeded_options", "strict_advantages")
+                    "seeded_options", "strict_advantages", "local_devices")
 
 
 def _plain(value: Any) -> Any:
@@ -76,6 +76,9 @@ class BackendCapabilities:
     seeded_options: tuple[str, ...] = ()
     # refuses [backend.options] strict_advantages = false (trains on one advantage per completion)
     strict_advantages: bool = False
+    # trains on this machine's [backend] devices: a config naming a GPU this machine does not
+    # show is warned about before the run starts (retrain.commands.machine)
+    local_devices: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -148,7 +151,7 @@ _BUILTIN = {
                                          reference_kl=True, policy_losses=POLICY_LOSS_MODES,
                                          ratio_levels=RATIO_LEVELS, multi_device=True, inference_servers=True,
                                          sampler_correction=True, ppo_clipping=True, optimizer_batch=True,
-                                         seeded_options=("strict_deterministic",)),
+                                         seeded_options=("strict_deterministic",), local_devices=True),
         dependency="torch",
         hint="pip install retrain-backends-local",
     ),
@@ -160,7 +163,7 @@ _BUILTIN = {
         # policy losses are the local backend's (it trains through LocalBackend.policy_gradients)
         capabilities=BackendCapabilities(True, True, True, False, "adapter_only", True,
                                          policy_losses=POLICY_LOSS_MODES, ratio_levels=RATIO_LEVELS,
-                                         ppo_clipping=True,
+                                         ppo_clipping=True, local_devices=True,
                                          exclusive_precisions=("load_in_4bit", "load_in_8bit", "load_in_16bit")),
         dependency="unsloth",
         hint="pip install retrain-backends-unsloth (CUDA GPU required at run time)",
