@@ -92,10 +92,16 @@ def write_checkpoint(path: str | Path, *, model: Any, lora: bool, optimizer: tor
     return write_dir_atomic(path, fill)
 
 
+def read_meta(folder: Path) -> dict[str, Any]:
+    """A checkpoint's `checkpoint.json`: what `write_checkpoint` was given, and `lora`."""
+    meta: dict[str, Any] = json.loads((folder / "checkpoint.json").read_text())
+    return meta
+
+
 def checkpoint_meta(folder: Path, *, lora: bool) -> dict[str, Any]:
     """The checkpoint's metadata; RuntimeError when it holds the other kind of weights (a LoRA
     adapter for a full-model run, or full weights for a LoRA run)."""
-    meta: dict[str, Any] = json.loads((folder / "checkpoint.json").read_text())
+    meta = read_meta(folder)
     if bool(meta.get("lora")) != lora:
         kind = "a LoRA adapter" if meta.get("lora") else "full model weights"
         raise RuntimeError(f"checkpoint {folder} holds {kind}, which this run does not train")

@@ -54,7 +54,9 @@ class LocalOptions:
         return cls(**{key: coerce(options[key]) for key, coerce in READERS.items() if key in options})
 
 
-#: each option's coercion, by key (the key is a field's name); every field has one
+#: each option's coercion, by key (the key is a field's name); every field has one. Written out
+#: rather than derived from the fields: these names are how the check that every option is read
+#: (test_config_built) finds the local backend's options.
 READERS: dict[str, Callable[[Any], Any]] = {
     "strict_deterministic": bool,
     "cpu_threads": int,

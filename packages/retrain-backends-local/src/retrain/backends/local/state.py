@@ -7,7 +7,6 @@ A multi-process world gathers to rank 0, which writes the single-process layout
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import torch
 from retrain.backends.local.checkpointing import (
     load_weights,
     read_checkpoint,
+    read_meta,
     save_weights,
     weights_folder,
     write_checkpoint,
@@ -44,7 +44,7 @@ def restore_rng(rng: dict[str, Any], device: torch.device, sample: torch.Generat
 
 def check_seed(path: str, *, seed: int, model_name: str) -> None:
     """A model initialised from the seed (a tiny model) resumes only under the same seed."""
-    saved = json.loads((Path(path) / "checkpoint.json").read_text()).get("seed")
+    saved = read_meta(Path(path)).get("seed")
     if saved != seed:
         raise RuntimeError(f"checkpoint {path} was trained on {model_name!r} initialised with "
                            f"seed {saved}; this run uses seed {seed} (use the same [training] seed)")
