@@ -8,7 +8,10 @@ from typing import Any
 
 
 class HFTokenizer:
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, *, reads_instructions: bool = True) -> None:
+        """`reads_instructions`: False for a model that has a chat template to frame turns but
+        cannot follow a written instruction (the built-in `tiny`, a character model from random
+        weights); retrain.data.chat then poses built-in problems to it as the bare question."""
         self.hf = tokenizer
         eos: list[int] = []
         for value in (tokenizer.eos_token_id, getattr(tokenizer, "eot_token_id", None)):
@@ -17,8 +20,9 @@ class HFTokenizer:
         self.eos_token_ids: list[int] = eos
         pad = tokenizer.pad_token_id
         self.pad_token_id: int = pad if isinstance(pad, int) else (eos[0] if eos else 0)
-        #: read by retrain.data.chat: built-in problems become system and user turns
         self.has_chat_template = bool(getattr(tokenizer, "chat_template", None))
+        #: read by retrain.data.chat: built-in problems become system and user turns
+        self.instruction_turns = self.has_chat_template and reads_instructions
         self._pieces: dict[int, str] = {}
 
     def encode_prompt(self, text: str) -> list[int]:

@@ -1,11 +1,14 @@
 r"""How the built-in sources' problems read to a chat model.
 
-A model whose tokenizer has a chat template sees a built-in problem (task `arithmetic` or
-`math`) as two turns: `SYSTEM`, which asks for the final answer in `\boxed{}` with nothing
-after it (the form the `strict` reward scores), and the question as the user turn
-(`arithmetic`: "What is 3 + 5?"; `math`: the problem as written). A model without a template
-(the built-in `tiny`) and every other task see the prompt text as before, the latter as one
-user turn when there is a template.
+A model whose tokenizer has a chat template and reads instructions sees a built-in problem
+(task `arithmetic` or `math`) as two turns: `SYSTEM`, which asks for the final answer in
+`\boxed{}` with nothing after it (the form the `strict` reward scores), and the question as
+the user turn (`arithmetic`: "What is 3 + 5?"; `math`: the problem as written). Every other
+prompt is the tokenizer's `encode_prompt` of the prompt text (one user turn when there is a
+template): other tasks, models without a template, and models that declare they read no
+instructions (`HFTokenizer(reads_instructions=False)`: the built-in `tiny`, whose template only
+frames the turns of multi-turn environments, sees `<|user|>3+5=<|assistant|>`, a handful of
+tokens where the instruction would cost ~130).
 """
 
 from __future__ import annotations
@@ -31,14 +34,15 @@ def question(example: Example) -> str | None:
     return None
 
 
-def has_chat_template(tokenizer: Tokenizer) -> bool:
-    return isinstance(tokenizer, ChatTokenizer) and bool(getattr(tokenizer, "has_chat_template", False))
+def reads_instructions(tokenizer: Tokenizer) -> bool:
+    """Whether built-in problems reach this tokenizer's model as instruction and question turns."""
+    return isinstance(tokenizer, ChatTokenizer) and bool(getattr(tokenizer, "instruction_turns", False))
 
 
 def encode_example(example: Example, tokenizer: Tokenizer) -> list[int]:
     """The prompt tokens of an example as the model sees them (the module docstring)."""
     asked = question(example)
-    if asked is not None and has_chat_template(tokenizer):
+    if asked is not None and reads_instructions(tokenizer):
         assert isinstance(tokenizer, ChatTokenizer)
         return tokenizer.encode_chat([{"role": "system", "content": SYSTEM}, {"role": "user", "content": asked}])
     return tokenizer.encode_prompt(example.prompt)

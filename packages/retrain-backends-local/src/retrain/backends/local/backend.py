@@ -98,7 +98,7 @@ class LocalBackend:
         spec = ModelSpec(config.model.model, config.model.revision, config.model.local_files_only,
                          o.trust_remote_code, tuple(sorted((model_overrides or {}).items())))
         model, tokenizer = self._load_base(config, spec)
-        self.tokenizer = HFTokenizer(tokenizer)
+        self.tokenizer = HFTokenizer(tokenizer, reads_instructions=not is_tiny(config.model.model))
         self.model_name = config.model.model
         self.max_context = int(getattr(model.config, "max_position_embeddings", 0) or 0)  # 0: not stated
         self.base_from_seed = is_tiny(config.model.model)
