@@ -1,5 +1,6 @@
 """The local backend's memory and LoRA options on the tiny model: LoRA-FA trains B alone, SFT
-micro-batches by a padded-token budget and still makes the whole batch's update, gradient
+micro-batches by a token budget and still makes the whole batch's update (how rows are binned:
+test_local_micro_batches.py), gradient
 checkpointing (reentrant or not, the last layers left out) gives the plain backward's
 gradients, and on CUDA the saved activations wait in CPU memory."""
 
@@ -12,7 +13,7 @@ import pytest
 import torch
 
 from retrain.backends.local.backend import LocalBackend
-from retrain.backends.local.batch import collate, token_budget_micro_batches
+from retrain.backends.local.batch import collate
 from retrain.backends.local.memory import Offload, configure_checkpointing
 from retrain.types import Datum
 
@@ -46,21 +47,6 @@ def test_lora_freeze_a_trains_b_alone(tiny_config) -> None:  # type: ignore[no-u
     assert all(torch.equal(params[n], t) for n, t in a_before.items())
     assert any(not torch.equal(params[n], t) for n, t in b_before.items())
     assert fa.runtime_metrics()["local_frozen_lora_a"] == len(a_before)
-
-
-def test_token_budget_slices_consecutive_rows_under_the_budget(tiny_config) -> None:  # type: ignore[no-untyped-def]
-    backend = LocalBackend(tiny_config())
-    batch = collate(sft_datums(backend), backend.tokenizer.pad_token_id, backend.device)
-    lengths = batch.attention_mask.sum(-1).tolist()
-    for budget, max_rows in ((1, 0), (2 * max(lengths), 0), (10_000, 0), (10_000, 4)):
-        parts = token_budget_micro_batches(batch, budget, max_rows)
-        assert sum(p.rows for p in parts) == batch.rows
-        assert torch.equal(torch.cat([p.input_ids[:, :1] for p in parts]), batch.input_ids[:, :1])  # order kept
-        for p in parts:
-            assert p.rows == 1 or p.rows * p.input_ids.shape[1] <= budget
-            assert max_rows == 0 or p.rows <= max_rows
-    assert len(token_budget_micro_batches(batch, 1)) == batch.rows
-    assert len(token_budget_micro_batches(batch, 10_000)) == 1
 
 
 def test_sft_token_budget_makes_the_whole_batch_update(tiny_config) -> None:  # type: ignore[no-untyped-def]
