@@ -1,0 +1,56 @@
+"""TensorBoard: one event file per run under `<log_dir>/tensorboard/` (`tensorboard --logdir
+<log_dir>/tensorboard`), a scalar per number of each row (`train/loss`, `eval/pass@1`, ...).
+
+The writer is the `tensorboard` package's own (`pip install 'retrain-core[tensorboard]'`),
+imported when the run starts; it needs neither TensorFlow nor torch. Scalars are written as
+`simple_value` summaries, the form every TensorBoard reader understands. TensorBoard stores
+no artifacts.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from retrain.config.schema import TrainConfig
+from retrain.errors import UserError
+from retrain.training.trackers.sink import ArtifactFolder, Receipt, RunInfo
+
+FOLDER = "tensorboard"
+HINT = "pip install 'retrain-core[tensorboard]'"
+
+
+class TensorBoardMissing(UserError, RuntimeError):
+    def __init__(self) -> None:
+        super().__init__(f"[logging] trackers names \"tensorboard\" but the `tensorboard` package is not installed "
+                         f"({HINT}, or drop it from trackers)")
+
+
+class TensorBoardSink:
+    def __init__(self, config: TrainConfig) -> None:
+        self.writer: Any = None
+
+    def start(self, info: RunInfo) -> None:
+        try:
+            writer = importlib.import_module("tensorboard.summary.writer.event_file_writer")
+            self._event = importlib.import_module("tensorboard.compat.proto.event_pb2").Event
+            self._summary = importlib.import_module("tensorboard.compat.proto.summary_pb2").Summary
+        except ImportError:
+            raise TensorBoardMissing() from None
+        self.writer = writer.EventFileWriter(str(info.log_dir / FOLDER))
+
+    def log_row(self, values: Mapping[str, float | int], step: int) -> None:
+        summary = self._summary(value=[self._summary.Value(tag=key, simple_value=float(value))
+                                       for key, value in values.items()])
+        self.writer.add_event(self._event(wall_time=time.time(), step=step, summary=summary))
+        self.writer.flush()  # a row per step: the dashboard sees it while the run goes on
+
+    def log_artifact(self, artifact: ArtifactFolder) -> Receipt | None:
+        return None
+
+    def finish(self, exit_code: int) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
