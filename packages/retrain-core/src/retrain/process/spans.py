@@ -16,7 +16,7 @@ rollouts.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -74,15 +74,21 @@ _CURRENT: ContextVar[tuple[Spans, str]] = ContextVar("retrain_spans", default=(_
 
 
 @contextmanager
-def span(name: str) -> Iterator[Span]:
+def span(name: str, sync: Callable[[], None] | None = None) -> Iterator[Span]:
     """Time the block as `name`, below the span it opens in; its seconds go to the current
-    collector when the block ends, also when it raises."""
+    collector when the block ends, also when it raises. `sync` waits for work the block
+    queued (an accelerator's kernels run after the host call returns): called before the
+    block and after it ends normally, so the span holds the block's device time rather than its launch time."""
     spans, parent = _CURRENT.get()
     timed = Span(f"{parent}/{name}" if parent else name)
     token = _CURRENT.set((spans, timed.path))
+    if sync is not None:
+        sync()
     t0 = time.perf_counter()
     try:
         yield timed
+        if sync is not None:
+            sync()
     finally:
         timed.seconds = time.perf_counter() - t0
         _CURRENT.reset(token)
