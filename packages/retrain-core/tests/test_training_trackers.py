@@ -87,6 +87,10 @@ def test_validation_refuses_unknown_twice_named_and_impossible_artifacts(tmp_pat
     assert "checkpoint_artifacts" in str(err.value) and "W&B on" in str(err.value)
     ok = _load(tmp_path, 'checkpoint_artifacts = "wandb"\ntrackers = "wandb,tensorboard"', "save_every = 2")
     assert ok.logging.trackers == ["wandb", "tensorboard"]
+    path = tmp_path / "run.toml"
+    path.write_text('[model]\nmodel = "tiny"\n[logging]\ntracker_project = "p"\n')
+    [warning] = [w for w in load_config(str(path)).warnings if "tracker_project" in str(w)]
+    assert "no tracker is selected" in str(warning)
 
 
 @pytest.mark.parametrize(("module", "sink", "missing"), [
