@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import wandb_records
+from test_sft_run import write_run as write_sft_run
 from tiny_run import retrain, write_tiny_run
 
 from retrain.io.log import read_jsonl
@@ -151,26 +152,9 @@ def wandb_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ign
 
 
 def sft_run(root: Path, *logging: str) -> Path:
-    rows = [json.dumps({"prompt": f"{a}+{a}=", "completion": str(2 * a)}) for a in range(16)]
-    (root / "sft.jsonl").write_text("\n".join(rows) + "\n")
-    cfg = root / "sft.toml"
-    cfg.write_text(f"""
-[model]
-model = "tiny"
-[backend]
-devices = "cpu"
-adapter_path = "{root / 'adapters'}"
-[training]
-trainer = "sft"
-sft_data_path = "{root / 'sft.jsonl'}"
-seed = 0
-max_steps = 4
-batch_size = 4
-lr = 3e-3
-save_every = 2
-[logging]
-log_dir = "{root / 'logs'}"
-""" + "\n".join(logging) + "\n")
+    """tests/test_sft_run.py's SFT run, 4 steps with a checkpoint after 2, plus `logging` lines."""
+    cfg = write_sft_run(root, max_steps=4, batch_size=4, save_every=2)
+    cfg.write_text(cfg.read_text() + "\n".join(logging) + "\n")
     return cfg
 
 

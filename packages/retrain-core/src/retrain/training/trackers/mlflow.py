@@ -15,7 +15,6 @@ metrics, with the characters MLflow refuses in a name replaced (`eval/pass@1` ->
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import re
@@ -24,21 +23,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from retrain.config.schema import TrainConfig
-from retrain.errors import UserError
 from retrain.training.trackers.select import project
-from retrain.training.trackers.sink import ArtifactFolder, Receipt, RunInfo
+from retrain.training.trackers.sink import ArtifactFolder, Receipt, RunInfo, import_tracker
 
 FOLDER = "mlruns"
-HINT = "pip install 'retrain-core[mlflow]'"
 #: MLflow's limits per log_batch call, and on a parameter's value
 BATCH_METRICS, BATCH_PARAMS, PARAM_CHARS = 1000, 100, 6000
 _REFUSED = re.compile(r"[^\w./\- :]")
-
-
-class MlflowMissing(UserError, RuntimeError):
-    def __init__(self) -> None:
-        super().__init__(f"[logging] trackers names \"mlflow\" but the `mlflow` client is not installed "
-                         f"({HINT}, or drop it from trackers)")
 
 
 def metric_name(key: str) -> str:
@@ -71,11 +62,8 @@ class MlflowSink:
         self.run_id = ""
 
     def start(self, info: RunInfo) -> None:
-        try:
-            tracking = importlib.import_module("mlflow.tracking")
-            entities = importlib.import_module("mlflow.entities")
-        except ImportError:
-            raise MlflowMissing() from None
+        tracking = import_tracker("mlflow.tracking", "mlflow", "mlflow-skinny")
+        entities = import_tracker("mlflow.entities", "mlflow", "mlflow-skinny")
         self._metric, param = entities.Metric, entities.Param
         self.client = tracking.MlflowClient(tracking_uri=tracking_uri(info))
         found = self.client.get_experiment_by_name(self.experiment)

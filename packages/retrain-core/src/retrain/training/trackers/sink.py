@@ -10,10 +10,14 @@ interrupt), also when the run fails. Only rank 0 of a multi-process run calls th
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
+
+from retrain.errors import UserError
 
 #: The prefix of a metrics row's keys in every tracker (W&B's `train/loss`); evaluation rows
 #: keep their own `eval/...` keys.
@@ -96,3 +100,20 @@ def payload(row: Mapping[str, Any], prefix: str = TRAIN_PREFIX) -> dict[str, flo
         elif isinstance(value, int | float):
             out[prefix + key] = value
     return out
+
+
+class TrackerMissing(UserError, RuntimeError):
+    """A selected built-in tracker whose package is not installed."""
+
+    def __init__(self, tracker: str, package: str, selected: str = "") -> None:
+        selected = selected or f"[logging] trackers names {tracker!r}"
+        super().__init__(f"{selected} but the `{package}` package is not installed "
+                         f"(pip install 'retrain-core[{tracker}]', or drop it from trackers)")
+
+
+def import_tracker(module: str, tracker: str, package: str, selected: str = "") -> ModuleType:
+    """`module` of a built-in tracker's library, imported when its run starts."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise TrackerMissing(tracker, package, selected) from None

@@ -9,23 +9,14 @@ no artifacts.
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from retrain.config.schema import TrainConfig
-from retrain.errors import UserError
-from retrain.training.trackers.sink import ArtifactFolder, Receipt, RunInfo
+from retrain.training.trackers.sink import ArtifactFolder, Receipt, RunInfo, import_tracker
 
 FOLDER = "tensorboard"
-HINT = "pip install 'retrain-core[tensorboard]'"
-
-
-class TensorBoardMissing(UserError, RuntimeError):
-    def __init__(self) -> None:
-        super().__init__(f"[logging] trackers names \"tensorboard\" but the `tensorboard` package is not installed "
-                         f"({HINT}, or drop it from trackers)")
 
 
 class TensorBoardSink:
@@ -33,12 +24,9 @@ class TensorBoardSink:
         self.writer: Any = None
 
     def start(self, info: RunInfo) -> None:
-        try:
-            writer = importlib.import_module("tensorboard.summary.writer.event_file_writer")
-            self._event = importlib.import_module("tensorboard.compat.proto.event_pb2").Event
-            self._summary = importlib.import_module("tensorboard.compat.proto.summary_pb2").Summary
-        except ImportError:
-            raise TensorBoardMissing() from None
+        writer = import_tracker("tensorboard.summary.writer.event_file_writer", "tensorboard", "tensorboard")
+        self._event = import_tracker("tensorboard.compat.proto.event_pb2", "tensorboard", "tensorboard").Event
+        self._summary = import_tracker("tensorboard.compat.proto.summary_pb2", "tensorboard", "tensorboard").Summary
         self.writer = writer.EventFileWriter(str(info.log_dir / FOLDER))
 
     def log_row(self, values: Mapping[str, float | int], step: int) -> None:

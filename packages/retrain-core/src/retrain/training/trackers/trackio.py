@@ -10,22 +10,12 @@ sampling stays off: a run's series are its rows. trackio stores no checkpoint of
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import Any
 
 from retrain.config.schema import TrainConfig
-from retrain.errors import UserError
 from retrain.training.trackers.select import project
-from retrain.training.trackers.sink import ArtifactFolder, Receipt, RunInfo
-
-HINT = "pip install 'retrain-core[trackio]'"
-
-
-class TrackioMissing(UserError, RuntimeError):
-    def __init__(self) -> None:
-        super().__init__(f"[logging] trackers names \"trackio\" but the `trackio` package is not installed "
-                         f"({HINT}, or drop it from trackers)")
+from retrain.training.trackers.sink import ArtifactFolder, Receipt, RunInfo, import_tracker
 
 
 class TrackioSink:
@@ -34,10 +24,7 @@ class TrackioSink:
         self.run: Any = None
 
     def start(self, info: RunInfo) -> None:
-        try:
-            trackio = importlib.import_module("trackio")
-        except ImportError:
-            raise TrackioMissing() from None
+        trackio = import_tracker("trackio", "trackio", "trackio")
         self.run = trackio.init(project=self.project, name=info.name, config=dict(info.config), embed=False,
                                 auto_log_gpu=False, auto_log_cpu=False)
 

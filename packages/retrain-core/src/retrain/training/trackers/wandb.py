@@ -13,25 +13,22 @@ the run summary (`step` counts the steps the checkpoint covers, as its name does
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from retrain.config.schema import TrainConfig
-from retrain.errors import UserError
 from retrain.training.trackers.select import DEFAULT_PROJECT
-from retrain.training.trackers.sink import TRAIN_PREFIX, ArtifactFolder, Receipt, RunInfo
+from retrain.training.trackers.sink import (
+    TRAIN_PREFIX,
+    ArtifactFolder,
+    Receipt,
+    RunInfo,
+    import_tracker,
+)
 
-WANDB_HINT = "pip install 'retrain-core[wandb]'"
 ARTIFACT_TYPE = "retrain_checkpoint"
 RECOVERABILITY = TRAIN_PREFIX + "recoverability/latest_checkpoint_"
-
-
-class WandbMissing(UserError, RuntimeError):
-    def __init__(self) -> None:
-        super().__init__(f"[logging] selects W&B (wandb_project or trackers) but the `wandb` package is not "
-                         f"installed ({WANDB_HINT}, or clear wandb_project and drop \"wandb\" from trackers)")
 
 
 def parse_tags(text: str) -> list[str]:
@@ -44,10 +41,7 @@ def artifact_name(run_name: str) -> str:
 
 
 def _import_wandb() -> Any:
-    try:
-        return importlib.import_module("wandb")
-    except ImportError:
-        raise WandbMissing() from None
+    return import_tracker("wandb", "wandb", "wandb", "[logging] selects W&B (wandb_project, or \"wandb\" in trackers)")
 
 
 class WandbSink:
