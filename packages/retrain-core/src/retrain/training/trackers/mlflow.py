@@ -23,10 +23,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from retrain.config.schema import TrainConfig
+from retrain.io.layout import MLFLOW_DIR
 from retrain.training.trackers.select import project
 from retrain.training.trackers.sink import ArtifactFolder, Receipt, RunInfo, import_tracker
 
-FOLDER = "mlruns"
 #: MLflow's limits per log_batch call, and on a parameter's value
 BATCH_METRICS, BATCH_PARAMS, PARAM_CHARS = 1000, 100, 6000
 _REFUSED = re.compile(r"[^\w./\- :]")
@@ -52,7 +52,7 @@ def tracking_uri(info: RunInfo) -> str:
     if uri:
         return uri
     os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
-    return (info.log_dir / FOLDER).as_uri()
+    return (info.log_dir / MLFLOW_DIR).as_uri()
 
 
 class MlflowSink:

@@ -14,9 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from retrain.config.schema import TrainConfig
+from retrain.io.layout import TENSORBOARD_DIR
 from retrain.training.trackers.sink import ArtifactFolder, Receipt, RunInfo, import_tracker
-
-FOLDER = "tensorboard"
 
 
 class TensorBoardSink:
@@ -27,7 +26,7 @@ class TensorBoardSink:
         writer = import_tracker("tensorboard.summary.writer.event_file_writer", "tensorboard", "tensorboard")
         self._event = import_tracker("tensorboard.compat.proto.event_pb2", "tensorboard", "tensorboard").Event
         self._summary = import_tracker("tensorboard.compat.proto.summary_pb2", "tensorboard", "tensorboard").Summary
-        self.writer = writer.EventFileWriter(str(info.log_dir / FOLDER))
+        self.writer = writer.EventFileWriter(str(info.log_dir / TENSORBOARD_DIR))
 
     def log_row(self, values: Mapping[str, float | int], step: int) -> None:
         summary = self._summary(value=[self._summary.Value(tag=key, simple_value=float(value))
