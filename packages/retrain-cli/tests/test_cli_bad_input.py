@@ -178,7 +178,7 @@ def test_unbuilt_keys_refused_by_explain_trace_and_run(cli, tmp_path: Path, verb
 
 
 def test_unbuilt_value_refused_at_load(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    (tmp_path / "c.toml").write_text("[reward]\ntype = 'judge'\n")
+    (tmp_path / "c.toml").write_text("[inference]\nengine = 'mlx'\n")
     for verb in (["explain", "c.toml"], ["trace", "c.toml"], ["c.toml"]):
-        check(cli(*verb), "c.toml:2: [reward] type: 'judge' (the LLM judge reward) is not built yet in this version",
-              'type = "match"')
+        check(cli(*verb), "c.toml:2: [inference] engine: 'mlx' is not built yet in this version",
+              'engine = "pytorch"')

@@ -55,12 +55,12 @@ def test_man_alone_lists_topics_and_all_prints_everything(cli) -> None:  # type:
 def test_plugins_mark_what_is_not_built(cli) -> None:  # type: ignore[no-untyped-def]
     text = cli("plugins").stdout
     line = {row.split()[0]: row for row in text.splitlines() if row.startswith("  ") and row.split()}
-    for name in ("judge", "max", "trtllm", "mlx"):
+    for name in ("max", "trtllm", "mlx"):
         assert "not built yet" in line[name], line[name]
-    for name in ("match", "custom", "pytorch", "vllm", "retrain"):
+    for name in ("match", "custom", "judge", "pytorch", "vllm", "retrain"):
         assert "not built yet" not in line[name], line[name]
     kinds = json.loads(cli("plugins", "--json").stdout)["kinds"]
-    assert kinds["reward"]["not_built"] == ["judge"]
+    assert kinds["reward"]["not_built"] == []
     assert kinds["inference_engine"]["not_built"] == ["max", "trtllm", "mlx"]
     assert kinds["advantage_mode"]["not_built"] == []
 

@@ -74,9 +74,6 @@ _SFT_AUDIT = ("SFT audit files (checking a run against a recorded audit of its r
 _INFERENCE = ("inference-engine tuning", "remove it; tune an inference server with its own flags")
 
 NOT_BUILT: tuple[NotBuilt, ...] = (
-    NotBuilt("reward.type", "{value!r} (the LLM judge reward)", 'type = "match", "math", "custom" or a reward plugin',
-             values=("judge",)),
-    NotBuilt("reward.judge_model", "the LLM judge reward", "remove it"),
     NotBuilt("training.sft_audit_path", *_SFT_AUDIT),
     NotBuilt("training.sft_audit_sha256", *_SFT_AUDIT),
     NotBuilt("training.sft_token_audit_path", *_SFT_AUDIT),

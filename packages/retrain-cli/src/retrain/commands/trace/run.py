@@ -56,6 +56,7 @@ def render_text(report: TraceReport, probe: str = "") -> str:
 
 
 #: the sample completion the probe scores: a well-formed answer to a question whose answer is 42
+SAMPLE_PROMPT = "What is 6 times 7?"
 SAMPLE_REFERENCE = "42"
 SAMPLE_RESPONSE = "The answer is \\boxed{42}."
 
@@ -66,10 +67,10 @@ def reward_probe(config: TrainConfig) -> str:
     episodes: nothing to probe here."""
     if config.environment.provider:
         return ""
-    from retrain.rewards.create import build_reward
+    from retrain.rewards.create import build_reward, score_answers
 
     with build_reward(config, workers=1) as reward:
-        scored = reward.score_batch([SAMPLE_RESPONSE], [SAMPLE_REFERENCE])
+        scored = score_answers(reward, [SAMPLE_RESPONSE], [SAMPLE_REFERENCE], [SAMPLE_PROMPT])
     if scored.errors or scored.timeouts:
         fault = scored.faults[0].line() if scored.faults else "it failed"
         raise UserError(f"[reward] type = {config.reward.type!r}: scoring a sample completion failed: {fault}",

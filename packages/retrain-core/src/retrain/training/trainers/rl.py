@@ -99,7 +99,7 @@ class Trainer:
                 i.message for i in report.issues if i.severity == "error"))
         for issue in report.issues:
             self.reporter.message(f"flow warning [{issue.category}]: {issue.message}")
-        return build_flow(c)
+        return build_flow(c, reward_dir=c.logging.log_dir if self.world.leader else None)
 
     def _open(self, flow: Flow, log: RunLog, start: Start, cleanup: contextlib.ExitStack) -> Run:
         c, state = self.config, start.state
