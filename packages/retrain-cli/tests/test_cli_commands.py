@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tomllib
 from pathlib import Path
@@ -235,7 +236,15 @@ def test_backends_say_what_is_not_built(cli) -> None:  # type: ignore[no-untyped
     assert "unsloth   not built yet" not in text and "tinker    not built yet" not in text
     if "unsloth   not installed" not in text:
         assert "runs here: no: no CUDA GPU found" in text or "runs here: yes" in text
-    assert "not built yet (21, refused when set): " in text and "liger_kernel" in text and "sample_kv_quantization" in text
+    from retrain.validation.built import NOT_BUILT_OPTIONS
+
+    assert f"not built yet ({len(NOT_BUILT_OPTIONS['local'])}, refused when set), and why:" in text
+    local_text = text.split("\n  unsloth ")[0]
+    for option in ("liger_kernel", "sample_kv_quantization", "train_unsloth_fused_ce"):
+        assert len(re.findall(rf"\b{option}[,:]", local_text)) == 1, option  # listed once, with its reason
+    flat = " ".join(local_text.split())
+    assert "flash_attn_with_kvcache, a CUDA-only kernel" in flat and "runs on CUDA GPUs only" in flat
+    assert "lora_fast_linear" not in local_text  # built on local
     local = {b["name"]: b for b in json.loads(cli("backends", "--json").stdout)["builtins"]}["local"]
     schema = local["option_schema"]
     assert schema["train_microbatch_size"]["built"] is True and schema["liger_kernel"]["built"] is False

@@ -79,7 +79,6 @@ LISTED_IN_THE_ISSUE = {
     "[plugins] strict": "[plugins]\nstrict = false\n",
     "[backend.options] liger_kernel": "[backend.options]\nliger_kernel = true\n",
     "[backend.options] sample_kv_quantization": "[backend.options]\nsample_kv_quantization = 'oscar'\n",
-    "[backend.options] lora_fast_linear": "[backend.options]\nlora_fast_linear = true\n",
     "[backend.options] train_unsloth_fused_ce": "[backend.options]\ntrain_unsloth_fused_ce = 'auto'\n",
     "[backend.options] cudnn_causal_conv1d_shim": "[backend.options]\ncudnn_causal_conv1d_shim = true\n",
 }
