@@ -69,15 +69,9 @@ class NotBuilt:
         return "**Not built yet:** only the default is accepted."
 
 
-_SFT_AUDIT = ("SFT audit files (checking a run against a recorded audit of its rows or tokens)",
-              "remove it; a trainer = sft run writes sft_manifest.json and sft_data_recoverability.json itself")
 _INFERENCE = ("inference-engine tuning", "remove it; tune an inference server with its own flags")
 
 NOT_BUILT: tuple[NotBuilt, ...] = (
-    NotBuilt("training.sft_audit_path", *_SFT_AUDIT),
-    NotBuilt("training.sft_audit_sha256", *_SFT_AUDIT),
-    NotBuilt("training.sft_token_audit_path", *_SFT_AUDIT),
-    NotBuilt("training.sft_token_audit_sha256", *_SFT_AUDIT),
     NotBuilt("echo.min_prompt_overlap", "stitching turns by prompt overlap (ECHO's fallback)",
              "remove it; retrain extends each turn's tokens exactly (token-in/token-out), so there is "
              "nothing to stitch"),
