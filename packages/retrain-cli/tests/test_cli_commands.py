@@ -161,7 +161,7 @@ def test_backends_json(cli, fake_backend) -> None:  # type: ignore[no-untyped-de
     assert by_name["prime_rl"]["status"] == "not built yet in this version"
     assert "train_microbatch_size" in by_name["local"]["option_schema"]
     assert data["plugin"]["entry_point_group"] == "retrain.backends"
-    assert data["contracts"] == {"backend": "1.1", "environment": "1.0"}
+    assert data["contracts"] == {"backend": "1.1", "environment": "1.1"}
     (foo,) = data["entry_points"]
     assert foo["distribution"] == "retrain-backends-foo" and foo["contract"] == "2.0"
     assert foo["status"] == "unusable (see problem)" and "supports backend contract 1.0 to 1.1" in foo["problems"][0]
@@ -170,7 +170,7 @@ def test_backends_json(cli, fake_backend) -> None:  # type: ignore[no-untyped-de
 def test_backends_text_shows_contracts(cli, fake_backend) -> None:  # type: ignore[no-untyped-def]
     fake_backend((2, 0))
     out = cli("backends").stdout
-    assert out.startswith("Contracts: backend 1.0 to 1.1, environment 1.0 (retrain-core ")
+    assert out.startswith("Contracts: backend 1.0 to 1.1, environment 1.0 to 1.1 (retrain-core ")
     assert "  foo       unusable (see problem)         [retrain-backends-foo, contract 2.0] (entry_point)" in out
     assert "problem: retrain-backends-foo 0.3.0 declares backend contract 2.0;" in out
     assert "Environments:" in out

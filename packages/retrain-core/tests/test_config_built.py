@@ -38,12 +38,9 @@ id = "primeintellect/gsm8k"
 auto_install = true
 [inference]
 engine = "max"
-[echo]
-min_prompt_overlap = 0.7
 """, "--prefix-caching", "false")
     assert all(NOT_BUILT_TEXT in e for e in errs), errs
-    labels = ["[environment] auto_install", "[inference] engine",
-              "[echo] min_prompt_overlap", "--prefix-caching (command line)"]
+    labels = ["[environment] auto_install", "[inference] engine", "--prefix-caching (command line)"]
     for label in labels:
         assert sum(label + ":" in e for e in errs) == 1, (label, errs)
     assert len(errs) == len(labels)
@@ -74,7 +71,6 @@ LISTED_IN_THE_ISSUE = {
     "[logging] checkpoint_artifacts": "[logging]\ncheckpoint_artifacts = 'wandb'\nwandb_project = 'p'\n",
     "[logging] generation_top_surprisal_limit": "[logging]\ngeneration_top_surprisal_limit = 5\n",
     "[inference] prefix_caching": "[inference]\nprefix_caching = false\n",
-    "[echo] min_prompt_overlap": "[echo]\nmin_prompt_overlap = 0.1\n",
     "[environment] auto_install": "[environment]\nauto_install = true\n",
     "[plugins] strict": "[plugins]\nstrict = false\n",
     "[backend.options] liger_kernel": "[backend.options]\nliger_kernel = true\n",
@@ -330,7 +326,7 @@ def test_the_walk_sees_real_reads(sources: list[tuple[str, ast.Module]]) -> None
         read |= section_reads(tree)
     assert {("training", "lr"), ("optimizer", "beta1"), ("sepa", "delay_steps"), ("logging", "wandb_tags"),
             ("model", "base_url"), ("backend", "throttle_dir")} <= read
-    assert not {("echo", "min_prompt_overlap")} & read
+    assert not {("environment", "auto_install")} & read
 
 
 def test_the_table_names_real_keys_and_options() -> None:

@@ -72,9 +72,6 @@ class NotBuilt:
 _INFERENCE = ("inference-engine tuning", "remove it; tune an inference server with its own flags")
 
 NOT_BUILT: tuple[NotBuilt, ...] = (
-    NotBuilt("echo.min_prompt_overlap", "stitching turns by prompt overlap (ECHO's fallback)",
-             "remove it; retrain extends each turn's tokens exactly (token-in/token-out), so there is "
-             "nothing to stitch"),
     NotBuilt("inference.engine", "{value!r}", 'engine = "pytorch", "vllm", "sglang" or "openai"',
              values=("max", "trtllm", "mlx")),
     NotBuilt("inference.attention_kernel", *_INFERENCE),
