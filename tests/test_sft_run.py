@@ -132,17 +132,19 @@ def test_row_pin_is_refused_by_name(tmp_path: Path) -> None:
     assert res.returncode == 2 and "sft_data_sha256" in res.stderr
 
 
-def test_rl_warmup_takes_its_rows_from_sft_data_path(tmp_path: Path) -> None:
-    data = write_data(tmp_path / "sft.jsonl", rows=8)
-    (tmp_path / "toy_reward.py").write_text("def score(response, reference):\n    return float('1' in response)\n")
-    cfg = tmp_path / "rl.toml"
+def rl_warmup(root: Path, warmup: str, model: str = "") -> Path:
+    """One RL step of the tiny model after an SFT warmup: `warmup` adds its [training] lines,
+    `model` its [model] lines."""
+    (root / "toy_reward.py").write_text("def score(response, reference):\n    return float('1' in response)\n")
+    cfg = root / "rl.toml"
     cfg.write_text(f"""
 [model]
 model = "tiny"
 lora_rank = 4
+{model}
 [backend]
 devices = "cpu"
-adapter_path = "{tmp_path / 'adapters'}"
+adapter_path = "{root / 'adapters'}"
 [algorithm]
 advantage_mode = "grpo"
 transform_mode = "none"
@@ -152,12 +154,8 @@ max_steps = 1
 batch_size = 2
 group_size = 2
 max_tokens = 8
-sft_warmup_steps = 2
-sft_data_path = "{data}"
-sft_batch_order = "length_desc"
-sft_max_tokens = 10
-sft_data_rows = 8
 save_every = 0
+{warmup}
 [data]
 source = "arithmetic"
 [reward]
@@ -165,8 +163,15 @@ type = "custom"
 custom_module = "toy_reward"
 custom_function = "score"
 [logging]
-log_dir = "{tmp_path / 'logs'}"
+log_dir = "{root / 'logs'}"
 """)
+    return cfg
+
+
+def test_rl_warmup_takes_its_rows_from_sft_data_path(tmp_path: Path) -> None:
+    data = write_data(tmp_path / "sft.jsonl", rows=8)
+    cfg = rl_warmup(tmp_path, f'sft_warmup_steps = 2\nsft_data_path = "{data}"\nsft_batch_order = "length_desc"\n'
+                              'sft_max_tokens = 10\nsft_data_rows = 8')
     res = retrain_here(cfg)
     assert res.returncode == 0, res.stderr
     warm = [r for r in read_jsonl(tmp_path / "logs" / "metrics.jsonl") if r.get("phase") == "sft"]
@@ -211,43 +216,11 @@ def audited_warmup(root: Path, sft_max_tokens: int, claimed_max: int) -> Path:
     for name, audit in audits.items():
         (root / name).write_text(json.dumps(audit))
         pins[name] = sha((root / name).read_bytes())
-    (root / "toy_reward.py").write_text("def score(response, reference):\n    return float('1' in response)\n")
-    cfg = root / "rl.toml"
-    cfg.write_text(f"""
-[model]
-model = "tiny"
-lora_rank = 4
-revision = "{revision}"
-local_files_only = true
-[backend]
-devices = "cpu"
-adapter_path = "{root / 'adapters'}"
-[algorithm]
-advantage_mode = "grpo"
-transform_mode = "none"
-[training]
-seed = 0
-max_steps = 1
-batch_size = 2
-group_size = 2
-max_tokens = 8
-sft_warmup_steps = 1
-sft_data_path = "{root / 'sft.jsonl'}"
-sft_max_tokens = {sft_max_tokens}
-sft_audit_path = "{root / 'audit.json'}"
-sft_audit_sha256 = "{pins['audit.json']}"
-sft_token_audit_path = "{root / 'tokens.json'}"
-sft_token_audit_sha256 = "{pins['tokens.json']}"
-save_every = 0
-[data]
-source = "arithmetic"
-[reward]
-type = "custom"
-custom_module = "toy_reward"
-[logging]
-log_dir = "{root / 'logs'}"
-""")
-    return cfg
+    warmup = "\n".join([
+        "sft_warmup_steps = 1", f'sft_data_path = "{root / "sft.jsonl"}"', f"sft_max_tokens = {sft_max_tokens}",
+        f'sft_audit_path = "{root / "audit.json"}"', f'sft_audit_sha256 = "{pins["audit.json"]}"',
+        f'sft_token_audit_path = "{root / "tokens.json"}"', f'sft_token_audit_sha256 = "{pins["tokens.json"]}"'])
+    return rl_warmup(root, warmup, model=f'revision = "{revision}"\nlocal_files_only = true')
 
 
 def test_audited_warmup_records_the_audits_and_checks_the_token_promise(tmp_path: Path,
