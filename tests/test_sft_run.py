@@ -188,9 +188,8 @@ def test_rl_warmup_takes_its_rows_from_sft_data_path(tmp_path: Path) -> None:
 def audited_warmup(root: Path, sft_max_tokens: int, claimed_max: int) -> Path:
     """An RL run whose warmup rows come with a row audit and a token audit of this data."""
     import hashlib
-    from importlib import metadata
 
-    from retrain.training.sft.contract import hub_snapshot
+    from retrain.training.sft.contract import hub_snapshot, transformers_version
 
     def sha(raw: bytes) -> str:
         return hashlib.sha256(raw).hexdigest()
@@ -207,7 +206,7 @@ def audited_warmup(root: Path, sft_max_tokens: int, claimed_max: int) -> Path:
         "tokens.json": {"schema": "project.tokens.v1", "status": "pass", "dataset": {"sha256": sha(data), "rows": 8},
                         "training_contract": {"trainer": "retrain", "model": "tiny", "sft_max_tokens": sft_max_tokens,
                                               "tokenizer_revision": revision,
-                                              "transformers_version": metadata.version("transformers")},
+                                              "transformers_version": transformers_version()},
                         "rows_over_training_cap": 0, "tokens": {"max": claimed_max},
                         "implementation": [{"path": "audit.py", "sha256": sha(b"# counts tokens\n")}],
                         "tokenizer_snapshot": [{"path": "tokenizer.json", "sha256": sha(b'{"chars": true}')}]},

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,12 @@ import msgspec
 import pytest
 
 from retrain.config.schema import TrainConfig
-from retrain.training.sft.contract import check_tokens, hub_snapshot, verify_audits
+from retrain.training.sft.contract import (
+    check_tokens,
+    hub_snapshot,
+    transformers_version,
+    verify_audits,
+)
 from retrain.training.sft.data import SftDataError, load_sft_data, read_sft_data
 from retrain.validation.load import load_config
 
@@ -115,7 +119,7 @@ def token_audit(tmp_path: Path, data: bytes, config: TrainConfig, **fields: Any)
     return {"schema": "my_project.token_audit.v2", "status": "pass", "dataset": {"sha256": sha(data), "rows": 6},
             "training_contract": {"trainer": "sft", "model": "org/model", "sft_max_tokens": 64,
                                   "tokenizer_revision": "a" * 40,
-                                  "transformers_version": metadata.version("transformers")},
+                                  "transformers_version": transformers_version()},
             "rows_over_training_cap": 0, "tokens": {"max": 12},
             "implementation": [{"path": "audit_tokens.py", "sha256": impl}],
             "tokenizer_snapshot": [{"path": "tokenizer.json", "sha256": tok}], **fields}

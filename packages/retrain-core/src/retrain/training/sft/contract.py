@@ -201,14 +201,18 @@ def _token_audit(path: Path, audit: Mapping[str, Any], config: TrainConfig, data
             "model": config.model.model, "tokenizer_revision": config.model.revision, "sft_max_tokens": cap}
 
 
-def _contract(contract: Mapping[str, Any], config: TrainConfig, cap: int, errors: list[str]) -> None:
+def transformers_version() -> str:
+    """The installed transformers' version, read from its metadata (core imports no transformers)."""
     try:
-        transformers = metadata.version("transformers")
+        return metadata.version("transformers")
     except metadata.PackageNotFoundError:
-        transformers = "(not installed)"
+        return "(not installed)"
+
+
+def _contract(contract: Mapping[str, Any], config: TrainConfig, cap: int, errors: list[str]) -> None:
     want: dict[str, object] = {"trainer": config.training.trainer, "model": config.model.model,
                                "sft_max_tokens": cap, "tokenizer_revision": config.model.revision,
-                               "transformers_version": transformers}
+                               "transformers_version": transformers_version()}
     for key, value in want.items():
         got = contract.get(key)
         if type(got) is not type(value) or got != value:
