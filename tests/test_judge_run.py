@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -54,7 +55,8 @@ def tiny_judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 
 def test_three_steps_judged_by_retrain_serve(tiny_judge: Served, tmp_path: Path) -> None:
-    cfg = judged_run(tmp_path, tiny_judge.url + "/v1")
+    # a generous deadline: on a loaded 2-core machine the server answers 8 questions at once slowly
+    cfg = judged_run(tmp_path, tiny_judge.url + "/v1", reward="timeout_s = 300")
     done = retrain(cfg)
     assert done.returncode == 0, done.stderr[-3000:]
     logs = tmp_path / "run" / "logs"
@@ -68,7 +70,7 @@ def test_three_steps_judged_by_retrain_serve(tiny_judge: Served, tmp_path: Path)
 
 def stopped_run(root: Path, url: str, reward: str) -> tuple[RewardErrorBudget, list[dict[str, Any]], Messages]:
     cfg = judged_run(root, url, model="grader", max_steps=5,
-                     reward=reward + "\nmax_error_steps = 2\njudge_retries = 0\n")
+                     reward=reward + "\nmax_error_steps = 2\nmax_error_share = 0.5\njudge_retries = 0\n")
     config = load_config(cfg, [], import_plugins=False).config
     messages = Messages()
     with pytest.raises(RewardErrorBudget) as stopped:
@@ -81,8 +83,9 @@ def test_a_judge_that_answers_garbage_is_counted_and_stops_the_run(judge_server:
     monkeypatch.chdir(tmp_path)
     judge_server.mode = "garbage"
     stopped, rows, messages = stopped_run(tmp_path, judge_server.url, "")
-    assert [r["reward_errors"] for r in rows] == [8.0, 8.0]  # 2 prompts x 4 completions, then the budget
-    assert "failed on 8 of 8 completions for 2 steps in a row" in str(stopped)
+    # 2 prompts x 4 completions a step, each asked once (an empty one is not asked: 0.0), then the budget
+    assert len(rows) == 2 and all(r["reward_errors"] == r["judge/requests"] >= 4 for r in rows), rows
+    assert re.search(r"failed on \d of 8 completions for 2 steps in a row", str(stopped))
     assert "a judge reply that is not a chat completion" in str(stopped) and stopped.exit_code == 3
     firsts = [m for m in messages.lines if m.startswith("reward failed (first of its kind")]
     assert len(firsts) == 1 and "<html>" in firsts[0]
@@ -93,9 +96,9 @@ def test_a_judge_that_stops_answering_times_out_and_stops_the_run(judge_server: 
     monkeypatch.chdir(tmp_path)
     judge_server.mode, judge_server.stall_s = "stall", 2.0
     stopped, rows, _ = stopped_run(tmp_path, judge_server.url, "timeout_s = 0.2\njudge_concurrency = 8")
-    assert [r["reward_timeouts"] for r in rows] == [8.0, 8.0] and all(r["reward_errors"] == 0 for r in rows)
+    assert len(rows) == 2 and all(r["reward_timeouts"] == r["judge/requests"] >= 4 for r in rows), rows
+    assert all(r["reward_errors"] == 0 and r["judge/retries"] == 0 for r in rows)  # one try each
     assert "a judge that did not answer" in str(stopped)
-    assert len(judge_server.requests) == 16  # one try each: judge_retries = 0
 
 
 @pytest.mark.slow
@@ -107,14 +110,17 @@ def test_a_resumed_run_reads_back_the_verdicts_of_the_crashed_one(judge_server: 
     killed = subprocess.run(run, cwd=tmp_path, env={**env, "RETRAIN_CRASH_AT": "after_step@1"},
                             capture_output=True, text=True, timeout=900, check=False)
     assert killed.returncode != 0
+    before = read_jsonl(tmp_path / "run" / "logs" / "metrics.jsonl")  # steps 0 and 1; step 1 has no checkpoint
     asked_before = len(judge_server.requests)
-    assert asked_before == 16  # steps 0 and 1, 8 completions each; step 1 has no checkpoint
+    assert [r["step"] for r in before] == [0, 1] and asked_before == sum(r["judge/requests"] for r in before)
     resumed = subprocess.run([*run[:-1], "--resume", str(tmp_path / "run" / "logs"), str(cfg)], cwd=tmp_path,
                              env=env, capture_output=True, text=True, timeout=900, check=False)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     rows = check_judged(tmp_path / "run" / "logs", 3)
-    assert rows[1]["judge/cache_hits"] == 8.0 and rows[1]["judge/requests"] == 0.0  # step 1 again: cached
-    assert rows[2]["judge/requests"] == 8.0 and len(judge_server.requests) == asked_before + 8
+    # step 1 again, the same completions (exact resume): every verdict from the cache, no request
+    assert rows[1]["judge/cache_hits"] == before[1]["judge/requests"] > 0 and rows[1]["judge/requests"] == 0.0
+    assert rows[1]["mean_reward"] == before[1]["mean_reward"]
+    assert len(judge_server.requests) == asked_before + rows[2]["judge/requests"]
 
 
 @pytest.fixture
