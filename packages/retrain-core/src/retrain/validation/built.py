@@ -91,8 +91,9 @@ _FUSED_CE = ("the fused cross-entropy path", 'remove it; kernels = "auto" picks 
 _UNSLOTH_CE = ("Unsloth's fused cross-entropy (unsloth_zoo's kernel on cut-cross-entropy runs on CUDA GPUs only, so "
                "it cannot be built and tested without one)",
                'remove it; kernels = "auto" picks the selected-token logprob kernel')
-_LIGER = ("Liger's kernels (liger-kernel patches each model family's modules before the model loads; "
-          "this version integrates none)", "remove it; kernels = \"auto\" picks retrain's own Triton kernels")
+_LIGER = ("Liger's kernels (liger-kernel: Triton kernels for CUDA and ROCm GPUs, patched into each model family's "
+          "modules before the model loads; not integrated, retrain's own kernels cover the logprob and LoRA paths)",
+          "remove it; kernels = \"auto\" picks retrain's own Triton kernels")
 _OSCAR = ("OScaR KV-cache quantization (it loads a checkout of the OScaR research repository, sample_oscar_repo, "
           "that no package index ships, and runs flash-attn's flash_attn_with_kvcache, a CUDA-only kernel)",
           "remove it; sample_use_cache keeps a full-precision KV cache")
