@@ -67,10 +67,10 @@ class Trainer:
     def run(self) -> RunResult:
         c = self.config
         started = time.perf_counter()
-        flow = self._flow()
-        # before the run starts: a bad pin or audit fails it with nothing written, and
-        # run_meta.json records the data's provenance from the first write
+        # before anything is built or written: a bad pin or audit fails the run at once, and
+        # run_meta.json records the data's provenance from its first write
         sft_data = load_sft_data(c) if c.training.sft_warmup_steps and c.training.sft_data_path else None
+        flow = self._flow()
         with contextlib.ExitStack() as cleanup:
             cleanup.callback(flow.close)
             log = RunLog(c.logging.log_dir, log_generations=c.logging.log_generations,
