@@ -9,17 +9,15 @@ from pathlib import Path
 
 import pytest
 
-CONFIG = """
+RUN = """
 [model]
 model = "tiny"
 [backend]
 devices = "cpu"
 [data]
 source = "arithmetic"
-[reward]
-type = "custom"
-custom_module = "{module}"
 """
+CONFIG = RUN + '[reward]\ntype = "custom"\ncustom_module = "{module}"\n'
 
 
 @pytest.mark.parametrize(("body", "expected"), [
@@ -48,19 +46,7 @@ def test_trace_reports_the_sample_score_of_a_working_reward(cli, tmp_path: Path,
     assert "Reward: custom scored a sample completion 1" in res.stdout
 
 
-JUDGE = """
-[model]
-model = "tiny"
-[backend]
-devices = "cpu"
-[data]
-source = "arithmetic"
-[reward]
-type = "judge"
-judge_base_url = "{url}"
-judge_model = "grader"
-judge_retries = 0
-"""
+JUDGE = RUN + '[reward]\ntype = "judge"\njudge_base_url = "{url}"\njudge_model = "grader"\njudge_retries = 0\n'
 
 
 def test_trace_asks_the_judge_about_the_sample(cli, tmp_path: Path, judge_server) -> None:  # type: ignore[no-untyped-def]
