@@ -127,7 +127,7 @@ LOCAL_OPTIONS: dict[str, OptionSpec] = {
     "lora_layers_to_transform": _s("", description="Layers to adapt: last:N, first:N, 0,2-3, all."),
     "lora_layers_pattern": _s("layers"),
     "lora_detach_input": _b(False, "The LoRA branch sends its input no gradient (the base path's gradient alone flows back)."),
-    "lora_fast_linear": _b(False),
+    "lora_fast_linear": _b(True, "LoRA layers run retrain's fused linear (one custom autograd function, forward and backward; kernels picks Triton or torch); false: peft's own forward."),
     "lora_freeze_a": _b(False, "LoRA-FA: A keeps its random init, only B trains."),
     "trust_remote_code": _b(False),
     "sample_decoder": _s("auto", ("auto", "retrain", "transformers"),

@@ -15,6 +15,8 @@ EVAL_DIR = "eval"
 RUN_META = "run_meta.json"
 #: the full traceback of the first reward failure of each kind (retrain.training.reward_faults)
 REWARD_ERRORS = "reward_errors.log"
+#: the LLM judge's verdicts, one JSON line each, kept across a resume (retrain.rewards.judge.cache)
+JUDGE_CACHE = "judge_cache.jsonl"
 PID = "run.pid"
 TRAINER_STATE = "trainer_state.json"
 #: the latest checkpoint's path and a newline; written beside trainer_state.json

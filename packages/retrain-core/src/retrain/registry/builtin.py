@@ -148,7 +148,7 @@ TARGETS: dict[str, dict[str, str]] = {
         "partial": "retrain.rewards.boxed:PartialCreditReward",
         "math": "retrain.rewards.verifiers:MathReward",
         "custom": "retrain.rewards.custom:CustomReward",
-        "judge": "retrain.rewards.verifiers:JudgeReward",
+        "judge": "retrain.rewards.judge.scorer:build_judge",
     },
     "planning_detector": {
         "regex": "retrain.planning.regex:RegexDetector",

@@ -31,6 +31,7 @@ from retrain.advantages.result import GroupAdvantages, merge_metrics
 from retrain.backends.protocol import TrainBackend
 from retrain.planning.create import masks as planning_masks
 from retrain.process.spans import span
+from retrain.rewards.create import score_answers
 from retrain.rollout.group import Group, StepRollouts
 from retrain.rollout.sample import sample_texts
 from retrain.training.dapo.overlong import masked, shaping_metrics
@@ -58,7 +59,8 @@ def collect(backend: TrainBackend, flow: Flow, batch: Sequence[tuple[Example, li
         with span("score") as scoring:
             responses = [t for group in texts for t in group]
             references = [ex.reference for ex, _ in batch for _ in range(group_size)]
-            scored = flow.reward.score_batch(responses, references)
+            prompts = [ex.prompt for ex, _ in batch for _ in range(group_size)]
+            scored = score_answers(flow.reward, responses, references, prompts)
             scores = np.asarray(scored.scores, dtype=np.float64)
             groups = [Group(ex, ids, list(comps), txts, scores[i * group_size:(i + 1) * group_size])
                       for i, ((ex, ids), comps, txts) in enumerate(zip(batch, samples, texts, strict=True))]

@@ -69,21 +69,9 @@ class NotBuilt:
         return "**Not built yet:** only the default is accepted."
 
 
-_SFT_AUDIT = ("SFT audit files (checking a run against a recorded audit of its rows or tokens)",
-              "remove it; a trainer = sft run writes sft_manifest.json and sft_data_recoverability.json itself")
 _INFERENCE = ("inference-engine tuning", "remove it; tune an inference server with its own flags")
 
 NOT_BUILT: tuple[NotBuilt, ...] = (
-    NotBuilt("reward.type", "{value!r} (the LLM judge reward)", 'type = "match", "math", "custom" or a reward plugin',
-             values=("judge",)),
-    NotBuilt("reward.judge_model", "the LLM judge reward", "remove it"),
-    NotBuilt("training.sft_audit_path", *_SFT_AUDIT),
-    NotBuilt("training.sft_audit_sha256", *_SFT_AUDIT),
-    NotBuilt("training.sft_token_audit_path", *_SFT_AUDIT),
-    NotBuilt("training.sft_token_audit_sha256", *_SFT_AUDIT),
-    NotBuilt("echo.min_prompt_overlap", "stitching turns by prompt overlap (ECHO's fallback)",
-             "remove it; retrain extends each turn's tokens exactly (token-in/token-out), so there is "
-             "nothing to stitch"),
     NotBuilt("inference.engine", "{value!r}", 'engine = "pytorch", "vllm", "sglang" or "openai"',
              values=("max", "trtllm", "mlx")),
     NotBuilt("inference.attention_kernel", *_INFERENCE),
@@ -98,11 +86,17 @@ NOT_BUILT: tuple[NotBuilt, ...] = (
 
 _OFFLOAD = ("activation offload to CPU memory", "remove it; lower train_microbatch_size to save memory")
 _FUSED_CE = ("the fused cross-entropy path", 'remove it; kernels = "auto" picks the selected-token logprob kernel')
-_LIGER = ("the Liger kernel path", 'remove it; kernels = "auto" picks retrain\'s own kernels')
-_OSCAR = ("OSCAR KV-cache quantization", "remove it")
+_UNSLOTH_CE = ("Unsloth's fused cross-entropy (unsloth_zoo's kernel on cut-cross-entropy runs on CUDA GPUs only, so "
+               "it cannot be built and tested without one)",
+               'remove it; kernels = "auto" picks the selected-token logprob kernel')
+_LIGER = ("Liger's kernels (liger-kernel: Triton kernels for CUDA and ROCm GPUs, patched into each model family's "
+          "modules before the model loads; not integrated, retrain's own kernels cover the logprob and LoRA paths)",
+          "remove it; kernels = \"auto\" picks retrain's own Triton kernels")
+_OSCAR = ("OScaR KV-cache quantization (it loads a checkout of the OScaR research repository, sample_oscar_repo, "
+          "that no package index ships, and runs flash-attn's flash_attn_with_kvcache, a CUDA-only kernel)",
+          "remove it; sample_use_cache keeps a full-precision KV cache")
 _FAST = ("Unsloth's vLLM generation (fast_inference)",
          'remove it; sampling runs retrain\'s engine in Unsloth\'s inference mode, or [inference] engine = "vllm"')
-_LORA = ("this LoRA variant", "remove it; lora_target_modules and lora_layers_to_transform choose what LoRA adapts")
 
 #: The local backend's memory policy (retrain.backends.local.memory): built there, not for unsloth.
 _MEMORY_POLICY: dict[str, tuple[str, str]] = {
@@ -116,9 +110,9 @@ _MEMORY_POLICY: dict[str, tuple[str, str]] = {
 _TRAIN_SHARED_NOT_BUILT: dict[str, tuple[str, str]] = {
     "train_selective_suffix_logits": ("completion-only logits", "remove it"),
     "train_supervised_context_tokens": ("supervised context-token masking", "remove it"),
-    "train_unsloth_fused_ce": _FUSED_CE,
-    "train_unsloth_fused_ce_target_gb": _FUSED_CE,
-    "train_unsloth_fused_ce_torch_compile": _FUSED_CE,
+    "train_unsloth_fused_ce": _UNSLOTH_CE,
+    "train_unsloth_fused_ce_target_gb": _UNSLOTH_CE,
+    "train_unsloth_fused_ce_torch_compile": _UNSLOTH_CE,
     "train_compile_selective_ce": _FUSED_CE,
     "train_compile_selective_ce_min_tokens": _FUSED_CE,
     "liger_kernel": _LIGER,
@@ -140,7 +134,6 @@ NOT_BUILT_OPTIONS: dict[str, dict[str, tuple[str, str]]] = {
         "sample_oscar_residual_block_size": _OSCAR,
         "sample_oscar_attn_implementation": _OSCAR,
         "cudnn_causal_conv1d_shim": ("the cuDNN causal-conv1d shim", "remove it"),
-        "lora_fast_linear": _LORA,
     },
     "unsloth": {
         **_TRAIN_SHARED_NOT_BUILT,

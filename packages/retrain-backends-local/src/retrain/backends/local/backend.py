@@ -120,7 +120,8 @@ class LocalBackend:
         set_kernel_mode(o.kernels)
         reset_kernel_metrics()  # the record is process-wide: a run's first row counts only its own calls
         self.model = self._place(model)
-        self.fused_lora_layers = patch_peft_lora(self.model) if self.lora and self.patch_lora_kernels else 0
+        fast = self.lora and self.patch_lora_kernels and o.lora_fast_linear
+        self.fused_lora_layers = patch_peft_lora(self.model) if fast else 0
         self.detached_lora_layers = detach_lora_input(self.model) if self.lora and o.lora_detach_input else 0
         self.kl_coef, self.kl_estimator = t.kl_coef, t.kl_estimator
         self.reference = Reference(self.model, lora=self.lora) if t.kl_coef > 0 else None

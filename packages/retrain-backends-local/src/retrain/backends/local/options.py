@@ -36,6 +36,7 @@ class LocalOptions:
     lora_layers_pattern: str = "layers"
     lora_freeze_a: bool = False
     lora_detach_input: bool = False
+    lora_fast_linear: bool = True  # retrain.kernels' fused LoRA linear; false: peft's own forward
     kernels: str = "auto"
     # training passes
     train_microbatch_size: int = 0  # 0: the whole batch
@@ -75,6 +76,7 @@ READERS: dict[str, Callable[[Any], Any]] = {
     "lora_layers_pattern": str,
     "lora_freeze_a": bool,
     "lora_detach_input": bool,
+    "lora_fast_linear": bool,
     "kernels": str,
     "train_microbatch_size": int,
     "train_sft_microbatch_token_budget": int,

@@ -45,7 +45,7 @@ from retrain.training.reward_faults import RewardFaults
 from retrain.training.run import HeldOut, Run
 from retrain.training.rundir import Start, running
 from retrain.training.sft.batches import SftBatches, schedule_state
-from retrain.training.sft.data import load_sft_data, sft_cap
+from retrain.training.sft.data import SftData, load_sft_data, sft_cap
 from retrain.training.step import advantages, train_on
 from retrain.training.telemetry import WarmupRow, backend_counters
 from retrain.training.warmup import WarmupData, warmup_batch_size, warmup_lr
@@ -67,6 +67,9 @@ class Trainer:
     def run(self) -> RunResult:
         c = self.config
         started = time.perf_counter()
+        # before anything is built or written: a bad pin or audit fails the run at once, and
+        # run_meta.json records the data's provenance from its first write
+        sft_data = load_sft_data(c) if c.training.sft_warmup_steps and c.training.sft_data_path else None
         flow = self._flow()
         with contextlib.ExitStack() as cleanup:
             cleanup.callback(flow.close)
@@ -75,9 +78,10 @@ class Trainer:
                          warmup_steps=c.training.sft_warmup_steps) if self.world.leader else FollowerLog(
                 c.logging.log_dir, warmup_steps=c.training.sft_warmup_steps)
             cleanup.callback(log.close)
-            status = RunStatus(c, config_path=self.config_path, world_size=self.world.size, write=log.write_meta)
+            status = RunStatus(c, config_path=self.config_path, world_size=self.world.size, write=log.write_meta,
+                               sft_data=sft_data.provenance() if sft_data is not None else None)
             start = cleanup.enter_context(running(c, log, status))
-            run = self._open(flow, log, start, cleanup)
+            run = self._open(flow, log, start, cleanup, sft_data)
             self.stop = cleanup.enter_context(StopRequest(self.reporter.message).installed(not self.world.distributed))
             if run.state.phase == "sft":
                 self._warmup(run)
@@ -99,9 +103,10 @@ class Trainer:
                 i.message for i in report.issues if i.severity == "error"))
         for issue in report.issues:
             self.reporter.message(f"flow warning [{issue.category}]: {issue.message}")
-        return build_flow(c)
+        return build_flow(c, reward_dir=c.logging.log_dir if self.world.leader else None)
 
-    def _open(self, flow: Flow, log: RunLog, start: Start, cleanup: contextlib.ExitStack) -> Run:
+    def _open(self, flow: Flow, log: RunLog, start: Start, cleanup: contextlib.ExitStack,
+              sft_data: SftData | None) -> Run:
         c, state = self.config, start.state
         caps = capabilities(c)
         state.resume_mode, state.resume_warning = resume_contract(caps)
@@ -110,7 +115,6 @@ class Trainer:
         examples = list(env.examples()) if env is not None else load_examples(c)
         plan = EvalPlan.of(c)
         held_out_examples = load_problems(c) if plan.schedule.enabled else None  # fails before the model loads
-        sft_data = load_sft_data(c) if c.training.sft_warmup_steps and c.training.sft_data_path else None
         backend: TrainBackend = create_backend(c)
         cleanup.callback(backend.close)
         if start.checkpoint:

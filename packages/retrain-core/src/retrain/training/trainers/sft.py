@@ -54,7 +54,7 @@ class SftTrainer:
         with contextlib.ExitStack() as cleanup:
             log = RunLog(c.logging.log_dir, log_generations=False)
             cleanup.callback(log.close)
-            status = RunStatus(c, config_path=self.config_path, write=log.write_meta)
+            status = RunStatus(c, config_path=self.config_path, write=log.write_meta, sft_data=data.provenance())
             start = cleanup.enter_context(running(c, log, status))
             write_start(c, data, log.dir)
             log.open_trackers(c, condition="sft", warn=self.reporter.message)
