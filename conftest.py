@@ -1,11 +1,15 @@
-"""Workspace-wide test settings: nothing reaches a hub, and torch uses one thread per worker
-(pytest-xdist runs two workers on two cores); a fixture that installs a fake distribution; and
-a session that ends with a process a test started still running fails, naming it."""
+"""Workspace-wide test settings: nothing reaches a hub, trackers write into the session's
+folders, and torch uses one thread per worker (pytest-xdist runs two workers on two cores); a
+fixture that installs a fake distribution; and a session that ends with a process a test
+started still running fails, naming it."""
 
+import atexit
 import contextlib
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -14,6 +18,10 @@ import pytest
 for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ[_name] = "1"
 os.environ.setdefault("WANDB_MODE", "offline")
+# trackio's local store is where TRACKIO_DIR says when trackio is first imported: the session's
+# own folder, never the user's cache
+os.environ["TRACKIO_DIR"] = tempfile.mkdtemp(prefix="retrain-tests-trackio-")
+atexit.register(shutil.rmtree, os.environ["TRACKIO_DIR"], ignore_errors=True)
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 

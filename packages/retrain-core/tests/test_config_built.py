@@ -68,7 +68,6 @@ def test_server_engines_and_their_keys_are_live(tmp_path: Path) -> None:
 
 LISTED_IN_THE_ISSUE = {
     "[training] sft_batch_order": "[training]\nsft_warmup_steps = 2\nsft_batch_order = 'length'\n",
-    "[logging] checkpoint_artifacts": "[logging]\ncheckpoint_artifacts = 'wandb'\nwandb_project = 'p'\n",
     "[logging] generation_top_surprisal_limit": "[logging]\ngeneration_top_surprisal_limit = 5\n",
     "[inference] prefix_caching": "[inference]\nprefix_caching = false\n",
     "[environment] auto_install": "[environment]\nauto_install = true\n",

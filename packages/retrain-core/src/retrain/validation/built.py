@@ -80,8 +80,6 @@ NOT_BUILT: tuple[NotBuilt, ...] = (
     NotBuilt("inference.prefix_caching", *_INFERENCE),
     NotBuilt("environment.auto_install", "installing a missing taskset package (auto_install)",
              "install the taskset's package yourself (pip install <package>) before the run"),
-    NotBuilt("logging.checkpoint_artifacts", "uploading checkpoints to W&B",
-             'checkpoint_artifacts = "auto" or "off"; checkpoints stay under adapter_path', values=("wandb",)),
     NotBuilt("logging.generation_top_surprisal_limit", "logging the most surprising tokens of a generation", "remove it"),
     NotBuilt("plugins.strict", "lenient plugin loading", "remove it; a plugin that fails to load is always an error"),
 )

@@ -142,6 +142,8 @@ INERT: tuple[Inert, ...] = (
            "backpressure.increase_margin", "backpressure.min_batch_size", "backpressure.max_batch_size",
            "backpressure.peak_gflops", "backpressure.peak_bw_gb_s"), lambda c: c.backpressure.enabled,
           _said("back-pressure is off"), "[backpressure] enabled = true"),
+    Inert(("logging.tracker_project",), lambda c: bool(c.logging.tracker_names()), _said("no tracker is selected"),
+          '[logging] trackers = ["tensorboard"] (or "mlflow", "trackio", "wandb")'),
 )
 
 

@@ -45,6 +45,7 @@ from retrain.errors import UserError
 from retrain.inference_engine.pytorch.sample import SampleStats, engine_metrics, generate
 from retrain.models.load import ModelSpec, load_model, load_tokenizer
 from retrain.models.tiny import is_tiny
+from retrain.process.spans import span
 from retrain.types import Completion, Datum, SamplingParams, TrainOutput
 
 
@@ -283,6 +284,11 @@ class LocalBackend:
             return action_logprobs(self.model if model is None else model, mb.input_ids, mb.attention_mask, where,
                                    self.temperature, chunk)
 
+    def _sync(self) -> None:
+        """Wait for the device's queued kernels, so a timing span holds their time (CUDA only)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
     def _step(self, grad_norm_out: dict[str, float | int | str]) -> None:
         if self.grad_clip > 0:
             params = [p for g in self.optimizer.param_groups for p in g["params"]]
@@ -310,7 +316,8 @@ class LocalBackend:
             out = self.policy_gradients(datums)
             if out.tokens == 0 and not out.metrics.get("echo/tokens"):
                 return out
-            self._step(out.metrics)
+            with span("optimizer", self._sync):
+                self._step(out.metrics)
         finally:
             empty_cache(self.device, self.options.cuda_empty_cache)
         self.stale = True
@@ -354,18 +361,20 @@ class LocalBackend:
                                tally: PolicyTally) -> int:
         """Backward of one micro-batch's loss (counted in `tally` when `real`); the offset into
         `selected` past its action tokens."""
-        new, aux = echo.split(self._new_logprobs(mb, echo.positions(mb.action, mb.echo)).float(),
-                              mb.action, mb.echo)
-        n = new.numel()
-        if n == 0 and aux is None:
-            return offset
-        loss = aux if aux is not None else new.new_zeros(())
-        if aux is not None and real:
-            tally.echo += float(aux.detach())
-        if n:
-            sel = selected[offset:offset + n] if selected is not None else None
-            loss = loss + self._token_loss(mb, new, sel, real, tally)
-        (loss * self.world.size).backward()  # FSDP averages gradients over ranks
+        with span("forward", self._sync):
+            new, aux = echo.split(self._new_logprobs(mb, echo.positions(mb.action, mb.echo)).float(),
+                                  mb.action, mb.echo)
+            n = new.numel()
+            if n == 0 and aux is None:
+                return offset
+            loss = aux if aux is not None else new.new_zeros(())
+            if aux is not None and real:
+                tally.echo += float(aux.detach())
+            if n:
+                sel = selected[offset:offset + n] if selected is not None else None
+                loss = loss + self._token_loss(mb, new, sel, real, tally)
+        with span("backward", self._sync):
+            (loss * self.world.size).backward()  # FSDP averages gradients over ranks
         if real:
             tally.loss += float(loss.detach())
         return offset + n
@@ -405,19 +414,22 @@ class LocalBackend:
             [(mb, True) for mb in token_budget_micro_batches(batch, budget, self.options.train_microbatch_size)]
         for mb, real in parts:
             with self.offload.context(self.device):  # saved activations wait in CPU memory (CUDA)
-                new = self._new_logprobs(mb).float()
-                if new.numel() == 0:
-                    continue
-                w = mb.advantages[mb.action].clamp_min(0) * real
-                loss = sft_loss(self.sft_kind, new, w).sum() / total
-                (loss * self.world.size).backward()  # FSDP averages gradients over ranks
+                with span("forward", self._sync):
+                    new = self._new_logprobs(mb).float()
+                    if new.numel() == 0:
+                        continue
+                    w = mb.advantages[mb.action].clamp_min(0) * real
+                    loss = sft_loss(self.sft_kind, new, w).sum() / total
+                with span("backward", self._sync):
+                    (loss * self.world.size).backward()  # FSDP averages gradients over ranks
                 loss_sum += float(loss.detach())
         if self.world.distributed:
             from retrain.backends.local import distributed
 
             loss_sum = distributed.sum_floats((loss_sum,), self.device)[0]
         metrics: dict[str, float | int | str] = {"sft/micro_batches": len(parts)}
-        self._step(metrics)
+        with span("optimizer", self._sync):
+            self._step(metrics)
         empty_cache(self.device, self.options.cuda_empty_cache)
         self.stale = True
         self.train_time_s += time.perf_counter() - t0
