@@ -7,7 +7,8 @@ A family answers:
   contract a decoder that runs the weights itself reads (`forward.lean`; Qwen3.5's hybrid
   layers, Gemma's windows and Qwen3-MoE's routers are described here for it to implement).
 - `lora_targets(model, suffixes)`: what LoRA adapts. A causal LM: the suffixes themselves. A
-  multimodal checkpoint's text model: the exact names of its linear layers ending with one.
+  multimodal checkpoint's text model, or a model with fused experts: the exact names of its
+  linear layers ending with one.
 - `end_of_turn`: tokens that end an assistant turn in the family's chat format, stop tokens
   of sampling beside the tokenizer's EOS and the checkpoint's generation config's.
 - `prepare(model, options)`: kernel choices made once the model is loaded (Qwen3.5's gated
@@ -38,7 +39,12 @@ class Family:
         return plan_of(text_config(config))
 
     def lora_targets(self, model: Any, suffixes: list[str]) -> list[str]:
-        if multimodal.hub_type(model) is not None:
+        """Suffixes as given, except for a multimodal checkpoint's text model and a model with
+        fused experts: there the exact names of the linear layers they end (peft would also
+        adapt fused expert tensors by their names, which neither the merged sampler nor vLLM
+        follows)."""
+        fused = any(".experts." in name for name, _ in model.named_parameters())
+        if fused or multimodal.hub_type(model) is not None:
             return multimodal.exact_targets(model, suffixes)
         return suffixes
 
