@@ -102,7 +102,19 @@ def test_a_multimodal_checkpoint_trains_its_text_model_and_saves_the_hubs_adapte
     assert all(t.startswith("model.language_model.layers.") for t in config["target_modules"])
     loaded = PeftModel.from_pretrained(hub_model(name), str(saved)).eval()
     with torch.no_grad():
-        assert torch.allclose(loaded(input_ids=ids).logits, backend.model(input_ids=ids).logits, atol=1e-5)
+        want = backend.model(input_ids=ids).logits
+        assert torch.allclose(loaded(input_ids=ids).logits, want, atol=1e-5)
+    # `retrain serve` on the same checkpoint loads the hub-named adapter onto its text model
+    from retrain.inference_engine.pytorch import serving
+
+    engine = serving.create(tiny_config("--model", str(folder)))
+    try:
+        engine.load_adapter("trained", str(saved)).result(timeout=120)
+        with torch.no_grad():
+            assert torch.allclose(engine.model(input_ids=ids).logits, want, atol=1e-5)
+        assert engine.eos_ids == backend.tokenizer.eos_token_ids
+    finally:
+        engine.close()
 
 
 @pytest.mark.parametrize("name,token", [("qwen3_5 multimodal", "<|im_end|>"), ("gemma3 text", "<end_of_turn>"),

@@ -61,6 +61,11 @@ SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
 
 
 def config_of(name: str) -> Any:
+    from retrain.models.deferred import deferred_optional_imports
+    from retrain.models.quiet import import_model_classes
+
+    with deferred_optional_imports():  # as the backend imports them: scikit-learn's seconds deferred
+        import_model_classes()
     from transformers import AutoConfig
 
     model_type, values = SHAPES[name]

@@ -18,9 +18,12 @@ and SGLang map onto their own; it is read back through `local_names`.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
+import json
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 #: where transformers 5's multimodal classes keep the text model, and where the text class does
@@ -113,6 +116,29 @@ def _rename(key: str, old: str, new: str) -> str:
     return key
 
 
+@contextmanager
+def text_adapter(model: Any, folder: Path) -> Iterator[Path]:
+    """An adapter folder `model` can load with peft: `folder` itself, or, when `model` is a
+    multimodal checkpoint's text model and the adapter names the hub's modules, a copy under
+    the text model's names (in a temporary folder, removed on exit)."""
+    config_file = folder / "adapter_config.json"
+    config = json.loads(config_file.read_text())
+    targets = config.get("target_modules")
+    hub = isinstance(targets, list) and any(t.startswith(HUB_TEXT) for t in targets)
+    if hub_type(model) is None or not hub:
+        yield folder
+        return
+    from safetensors.torch import load_file, save_file
+
+    with tempfile.TemporaryDirectory(prefix="retrain-adapter-") as tmp:
+        local = Path(tmp)
+        config["target_modules"] = [_rename(t, HUB_TEXT, LOCAL_TEXT) for t in targets]
+        (local / "adapter_config.json").write_text(json.dumps(config))
+        weights = load_file(str(folder / "adapter_model.safetensors"))
+        save_file(local_names(weights), str(local / "adapter_model.safetensors"), metadata={"format": "pt"})
+        yield local
+
+
 def exact_targets(model: Any, suffixes: list[str]) -> list[str]:
     """The reference's exact-target rule (models/gemma4.py): the names of the text model's
     linear layers whose last component is one of `suffixes` (a tower's layers of the same name
@@ -126,7 +152,3 @@ def exact_targets(model: Any, suffixes: list[str]) -> list[str]:
     if not names:
         raise ValueError(f"no linear layer of the text model ends with any of {', '.join(sorted(wanted))}")
     return names
-
-
-def is_exact_name(target: str) -> bool:
-    return bool(re.match(r"^model\.", target))
