@@ -125,3 +125,22 @@ def test_a_family_stops_at_its_end_of_turn(name: str, token: str, tiny_config, t
     assert backend.tokenizer.eos_token_ids[0] == 2 and end in backend.tokenizer.eos_token_ids
     others = set(backend.tokenizer.hf.convert_tokens_to_ids(["<|im_end|>", "<end_of_turn>", "<turn|>"])) - {end}
     assert not others & set(backend.tokenizer.eos_token_ids)
+
+
+@pytest.mark.parametrize("window,decoder", [(4, "transformers"), (64, "retrain")])
+def test_a_sliding_window_is_read_from_the_config(window: int, decoder: str) -> None:
+    """transformers 5 keeps `sliding_window` on the config: a window shorter than the sequence
+    sends the model to transformers' forward (retrain's decoder ignored it: other tokens and a
+    0.28 logprob gap); one no shorter is full attention, on retrain's decoder."""
+    from retrain.inference_engine.pytorch.sample import SampleStats, generate
+
+    model = hub_model("mistral short window")
+    model.config.sliding_window = window
+    stats = SampleStats()
+    params = SamplingParams(max_tokens=12, temperature=0.0)
+    ours = generate(model, PROMPTS, 1, params, [2], 0, stats=stats)
+    assert stats.decoder == decoder and ("sliding window of 4 tokens" in stats.decoder_note) == (window == 4)
+    theirs = generate(model, PROMPTS, 1, params, [2], 0, decoder="transformers")
+    for a, b in zip((c for g in ours for c in g), (c for g in theirs for c in g), strict=True):
+        assert a.token_ids == b.token_ids
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-5

@@ -16,7 +16,7 @@ from retrain.errors import UserError
 from retrain.models import qwen35
 from retrain.models.load import ModelSpec, load_model
 from retrain.models.quiet import kernel_fallbacks
-from retrain.types import SamplingParams
+from retrain.types import Datum, SamplingParams
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +32,10 @@ def modeling() -> object:
 
 def test_auto_on_the_cpu_runs_the_torch_reference_and_says_so(tiny_config, qwen35_folder: Path,
                                                                capfd: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    logging.Logger.warning_once.cache_clear()  # type: ignore[attr-defined]  # transformers logs each line once a process
     backend = LocalBackend(tiny_config("--model", str(qwen35_folder)))
     backend.sample([[1, 20, 30, 40]], 2, SamplingParams(max_tokens=4))
+    backend.train_step([Datum(tokens=[1, 20, 30, 40, 50], logprobs=[0.0] * 5, advantages=[0, 0, 0, 0, 1.0])], 1e-2, 0.0)
     metrics = backend.runtime_metrics()
     assert metrics["local_qwen35_gated_delta_kernel"] == "torch"
     assert metrics["local_qwen35_gated_delta_chunk_size"] == 64
