@@ -8,13 +8,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tiny_run import write_tiny_run
 from tiny_run import retrain as retrain_here
+from tiny_run import write_tiny_run
 
 from retrain.io.log import read_jsonl
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "packages" / "retrain-backends-local" / "tests"))
-from tiny_families import write_checkpoint  # noqa: E402
+from tiny_families import write_checkpoint
 
 
 def test_a_hub_qwen35_checkpoint_trains_through_the_command(tmp_path: Path) -> None:

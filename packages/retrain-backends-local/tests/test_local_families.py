@@ -144,3 +144,17 @@ def test_a_sliding_window_is_read_from_the_config(window: int, decoder: str) -> 
     for a, b in zip((c for g in ours for c in g), (c for g in theirs for c in g), strict=True):
         assert a.token_ids == b.token_ids
         assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-5
+
+
+@pytest.mark.parametrize("name", ["qwen3_5 multimodal", "gemma3 multimodal"])
+def test_full_weights_of_a_text_model_resume(name: str, tiny_config, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """transformers saves these text models' full weights under the hub's names
+    (`model.language_model.*`, Gemma 3's `language_model.model.*`); a resume reads them back."""
+    folder = write_checkpoint(name, tmp_path / "model")
+    flags = ("--backend-opt", "train_full_model=true")
+    backend = backend_of(tiny_config, folder, *flags)
+    backend.train_step(datums_of(PROMPTS, backend.sample(PROMPTS, 2, SamplingParams(max_tokens=8))), 1e-3, 0.0)
+    path = backend.save_checkpoint(str(tmp_path / "ckpt"))
+    resumed = backend_of(tiny_config, folder, *flags)
+    resumed.load_checkpoint(path)
+    assert all(torch.equal(v, resumed.model.state_dict()[k]) for k, v in backend.model.state_dict().items())

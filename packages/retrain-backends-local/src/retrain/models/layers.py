@@ -52,7 +52,7 @@ class DecoderPlan:
     per_layer_inputs: bool = False
     notes: tuple[str, ...] = field(default=())  # what else a decoder must know, in words
 
-    def unsupported(self, *, columns: int, attention: Iterable[Attention] = ("full", "sliding"),
+    def unsupported(self, *, columns: int, attention: Iterable[Attention] = ("full",),
                     mlp: Iterable[Mlp] = ("dense",), head_math: bool = False) -> str | None:
         """Why a decoder that implements `attention` kinds, `mlp` kinds and (`head_math`) the
         head's soft-cap and scale cannot run this model for sequences of `columns` tokens;

@@ -19,6 +19,7 @@ and SGLang map onto their own; it is read back through `local_names`.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -96,8 +97,17 @@ def hub_names(state: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def local_names(state: Mapping[str, Any]) -> dict[str, Any]:
-    """The inverse of `hub_names` (keys saved by retrain before this layout pass through)."""
-    return {_rename(k, HUB_TEXT, LOCAL_TEXT): v for k, v in state.items()}
+    """The inverse of `hub_names`, for adapters and full weights alike: the text model's names
+    from the hub's (either layout: transformers saves a text model's full weights under them
+    too); keys already in the text model's names pass through."""
+    out = {}
+    for key, value in state.items():
+        prefix = PEFT_PREFIX if key.startswith(PEFT_PREFIX) else ""
+        rest = key[len(prefix):]
+        for pattern, replacement in CHECKPOINT_KEYS.items():
+            rest = re.sub(pattern, replacement, rest)
+        out[prefix + rest] = value
+    return out
 
 
 def hub_module_names(names: list[str] | str | None) -> list[str] | str | None:

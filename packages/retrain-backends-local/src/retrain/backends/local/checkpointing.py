@@ -59,14 +59,15 @@ def read_weights(folder: Path, *, lora: bool) -> dict[str, torch.Tensor]:
     adapter's name)."""
     from safetensors.torch import load_file
 
+    # retrain's models never name a module model.language_model.*: a multimodal checkpoint
+    # trains as its text model, whose adapter is saved under the hub's names (and whose full
+    # weights transformers saves so, Qwen3.5's included)
     if lora:
-        # retrain's models never name a module model.language_model.*: a multimodal checkpoint
-        # trains as its text model, whose adapter is saved under the hub's names
         return multimodal.local_names(load_file(str(folder / "adapter_model.safetensors")))
     state: dict[str, torch.Tensor] = {}
     for f in sorted(folder.glob("*.safetensors")):
         state.update(load_file(str(f)))
-    return state
+    return multimodal.local_names(state)
 
 
 def load_weights(model: Any, folder: Path, *, lora: bool) -> None:

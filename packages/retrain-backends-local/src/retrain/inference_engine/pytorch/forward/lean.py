@@ -192,7 +192,7 @@ class LeanModel:
         # the family's plan says how each layer runs (transformers 5 keeps the sliding window on
         # the config, not on the attention module); this decoder runs full attention (a window
         # no shorter than the sequence is one) and dense MLPs
-        why = family_of(config).plan(config).unsupported(columns=columns, attention=("full",))
+        why = family_of(config).plan(config).unsupported(columns=columns)
         if why is not None:
             raise Unsupported(why)
         embed = body.embed_tokens.weight
