@@ -100,3 +100,25 @@ def test_kernel_fallback_lines_become_one_metric(caplog: pytest.LogCaptureFixtur
         log.warning("another line")
     assert [r.getMessage() for r in caplog.records] == ["another line"]
     assert "some_rule (some-kernels not installed)" in kernel_fallbacks()["local_kernel_fallbacks"]
+
+
+def test_transformers_own_fallback_lines_are_dropped_and_kept_as_a_metric(qwen35_folder: Path) -> None:
+    """With `off`, transformers' own wrappers run and log their fallback line: no handler of
+    that logger sees it, and the metric names the functions."""
+    model = load_model(ModelSpec(str(qwen35_folder)), seed=0).eval()
+    qwen35.apply_gated_delta(model, qwen35.GatedDeltaChoice("transformers", None))
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
+    log = logging.getLogger("transformers.integrations.hub_kernels")
+    log.addHandler(handler)
+    logging.Logger.warning_once.cache_clear()  # type: ignore[attr-defined]
+    try:
+        with torch.no_grad():
+            model(input_ids=torch.tensor([[1, 20, 30, 40]]))
+    finally:
+        log.removeHandler(handler)
+    assert not [line for line in seen if "falling back" in line]
+    named = kernel_fallbacks()["local_kernel_fallbacks"]
+    assert "chunk_gated_delta_rule (flash-linear-attention not installed)" in named
+    assert "causal_conv1d_fn (causal-conv1d not installed)" in named

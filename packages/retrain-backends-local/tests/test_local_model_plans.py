@@ -3,8 +3,8 @@ decoder that runs the weights itself reads, built from transformers' own configs
 
 from __future__ import annotations
 
-from transformers import AutoConfig
 from tiny_families import GEMMA4, SHAPES, config_of
+from transformers import AutoConfig
 
 from retrain.models.family import family_of
 from retrain.models.gemma4 import Gemma4
