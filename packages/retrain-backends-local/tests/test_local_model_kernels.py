@@ -72,7 +72,6 @@ def test_a_chunk_size_reaches_the_torch_rule_and_changes_nothing_but_rounding(qw
 
 @pytest.mark.parametrize("options,message", [
     ({"qwen35_gated_delta_kernel": "flash_qla"}, "flash-qla package is not installed"),
-    ({"cudnn_causal_conv1d_shim": True}, "nvidia-cudnn-frontend) is not installed"),
     ({"qwen35_gated_delta_kernel": "off", "qwen35_gated_delta_chunk_size": "32"}, "leaves transformers' choice"),
     ({"qwen35_gated_delta_chunk_size": "zero"}, "must be \"auto\" or a positive number"),
 ])
@@ -121,4 +120,4 @@ def test_transformers_own_fallback_lines_are_dropped_and_kept_as_a_metric(qwen35
     assert not [line for line in seen if "falling back" in line]
     named = kernel_fallbacks()["local_kernel_fallbacks"]
     assert "chunk_gated_delta_rule (flash-linear-attention not installed)" in named
-    assert "causal_conv1d_fn (causal-conv1d not installed)" in named
+    assert "causal_conv1d_fn (causal_conv1d not installed)" in named

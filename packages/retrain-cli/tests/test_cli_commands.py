@@ -235,7 +235,7 @@ def test_backends_say_what_is_not_built(cli) -> None:  # type: ignore[no-untyped
     assert "unsloth   not built yet" not in text and "tinker    not built yet" not in text
     if "unsloth   not installed" not in text:
         assert "runs here: no: no CUDA GPU found" in text or "runs here: yes" in text
-    assert "not built yet (19, refused when set): " in text and "liger_kernel" in text and "sample_kv_quantization" in text
+    assert "not built yet (20, refused when set): " in text and "liger_kernel" in text and "sample_kv_quantization" in text
     local = {b["name"]: b for b in json.loads(cli("backends", "--json").stdout)["builtins"]}["local"]
     schema = local["option_schema"]
     assert schema["train_microbatch_size"]["built"] is True and schema["liger_kernel"]["built"] is False

@@ -17,9 +17,8 @@ without them it runs its own torch reference and logs one line per function sayi
   capability 9.0 or 10.0) is absent; not built yet where both are present.
 `qwen35_gated_delta_chunk_size` (`auto` or a number of tokens) is the torch reference's chunk
 length (64 by default); a number selects the torch reference, the only path that takes one.
-`cudnn_causal_conv1d_shim` (cuDNN's causal conv1d standing in for causal-conv1d) is refused by
-name when the cuDNN frontend package or a CUDA device is absent, and is not built yet where
-both are present.
+(`cudnn_causal_conv1d_shim`, cuDNN's causal conv1d standing in for causal-conv1d, is not built
+yet: the config is refused at load, `retrain.validation.built`.)
 
 The choice is made by setting the modeling module's functions (the module transformers calls
 them from); every model of the process runs the last choice, which `prepare` makes from the
@@ -43,7 +42,6 @@ from retrain.models.family import Family
 
 KERNEL = "[backend.options] qwen35_gated_delta_kernel"
 CHUNK = "[backend.options] qwen35_gated_delta_chunk_size"
-SHIM = "[backend.options] cudnn_causal_conv1d_shim"
 RULES = ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule")
 CONVS = ("causal_conv1d_fn", "causal_conv1d_update")
 #: the functions transformers installed in each modeling module, before retrain set any
@@ -98,14 +96,6 @@ def _flash_qla_problem(device_type: str) -> str:
     return "FlashQLA's kernels are not built yet in this version"
 
 
-def shim_problem(device_type: str) -> str:
-    if importlib.util.find_spec("cudnn") is None:
-        return "the cuDNN frontend package (nvidia-cudnn-frontend) is not installed"
-    if device_type != "cuda":
-        return "cuDNN's causal conv1d needs a CUDA device"
-    return "the cuDNN causal-conv1d shim is not built yet in this version"
-
-
 def _installed(package: str) -> bool:
     return importlib.util.find_spec(package) is not None
 
@@ -143,15 +133,12 @@ def _use_reference(module: Any, installed: Mapping[str, Any], names: tuple[str, 
 
 class Qwen35(Family):
     name: ClassVar[str] = "Qwen3.5"
-    options: ClassVar[Mapping[str, Any]] = {"qwen35_gated_delta_kernel": "auto", "qwen35_gated_delta_chunk_size": "auto",
-                                            "cudnn_causal_conv1d_shim": False}
+    options: ClassVar[Mapping[str, Any]] = {"qwen35_gated_delta_kernel": "auto", "qwen35_gated_delta_chunk_size": "auto"}
     model_types: ClassVar[tuple[str, ...]] = ("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
     end_of_turn: ClassVar[tuple[str, ...]] = ("<|im_end|>",)
 
     def prepare(self, model: Any, options: Mapping[str, Any]) -> dict[str, float | int | str]:
         device = next(model.parameters()).device.type
-        if options.get("cudnn_causal_conv1d_shim"):
-            raise UserError(f"{SHIM} = true: {shim_problem(device)}", hint="remove it")
         choice = gated_delta_choice(str(options.get("qwen35_gated_delta_kernel", "auto")),
                                     str(options.get("qwen35_gated_delta_chunk_size", "auto")), device)
         base = model.get_base_model() if hasattr(model, "get_base_model") else model

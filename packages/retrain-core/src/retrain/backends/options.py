@@ -125,7 +125,8 @@ LOCAL_OPTIONS: dict[str, OptionSpec] = {
     "gradient_checkpointing_use_reentrant": _s("auto", ("auto", "true", "false"),
                                                description="CUDA: torch.utils.checkpoint's reentrant variant; auto = transformers' default."),
     "gradient_checkpointing_skip_last_n": _i(0, description="CUDA: the last N layers keep their activations (no recompute)."),
-    "cudnn_causal_conv1d_shim": _b(False, "Qwen3.5: cuDNN's causal conv1d standing in for the causal-conv1d package."),
+    "cudnn_causal_conv1d_shim": _b(False, "Qwen3.5: cuDNN's causal conv1d standing in for the causal-conv1d package "
+                                          "(not built yet: true is refused)."),
     "qwen35_gated_delta_chunk_size": _s("auto", description="Qwen3.5: chunk length of the torch gated delta rule "
                                                             "(auto = 64); a number selects the torch reference."),
     "lora_layers_to_transform": _s("", description="Layers to adapt: last:N, first:N, 0,2-3, all."),

@@ -140,6 +140,9 @@ NOT_BUILT_OPTIONS: dict[str, dict[str, tuple[str, str]]] = {
         "sample_oscar_kv_norm": _OSCAR,
         "sample_oscar_residual_block_size": _OSCAR,
         "sample_oscar_attn_implementation": _OSCAR,
+        "cudnn_causal_conv1d_shim": ("the cuDNN causal-conv1d shim (cuDNN's conv1d standing in for causal-conv1d "
+                                     "in Qwen3.5's layers)", "remove it; Qwen3.5's conv1d runs causal-conv1d where "
+                                     "installed, else transformers' torch reference"),
         "lora_fast_linear": _LORA,
     },
     "unsloth": {

@@ -49,7 +49,6 @@ class LocalOptions:
     # model families' kernels (retrain.models: qwen35)
     qwen35_gated_delta_kernel: str = "auto"
     qwen35_gated_delta_chunk_size: str = "auto"
-    cudnn_causal_conv1d_shim: bool = False
 
     @classmethod
     def read(cls, options: Mapping[str, Any]) -> LocalOptions:
@@ -89,5 +88,4 @@ READERS: dict[str, Callable[[Any], Any]] = {
     "sample_cuda_graphs": bool,
     "qwen35_gated_delta_kernel": str,
     "qwen35_gated_delta_chunk_size": str,
-    "cudnn_causal_conv1d_shim": bool,
 }
