@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+sys.path.insert(0, str(Path(__file__).parent))  # tiny_families: the family matrix's checkpoints
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # the backend sizes its CPU threads from it (pytest -n 2: one each)

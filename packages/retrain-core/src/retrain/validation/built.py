@@ -117,7 +117,6 @@ _TRAIN_SHARED_NOT_BUILT: dict[str, tuple[str, str]] = {
     "train_compile_selective_ce_min_tokens": _FUSED_CE,
     "liger_kernel": _LIGER,
     "liger_fused_linear_ce": _LIGER,
-    "qwen35_gated_delta_kernel": ("the Qwen3.5 gated-delta kernel choice", "remove it"),
 }
 
 #: [backend.options] of built backends that nothing reads yet: backend -> option -> (what, instead).
@@ -133,11 +132,14 @@ NOT_BUILT_OPTIONS: dict[str, dict[str, tuple[str, str]]] = {
         "sample_oscar_kv_norm": _OSCAR,
         "sample_oscar_residual_block_size": _OSCAR,
         "sample_oscar_attn_implementation": _OSCAR,
-        "cudnn_causal_conv1d_shim": ("the cuDNN causal-conv1d shim", "remove it"),
+        "cudnn_causal_conv1d_shim": ("the cuDNN causal-conv1d shim (cuDNN's conv1d standing in for causal-conv1d "
+                                     "in Qwen3.5's layers)", "remove it; Qwen3.5's conv1d runs causal-conv1d where "
+                                     "installed, else transformers' torch reference"),
     },
     "unsloth": {
         **_TRAIN_SHARED_NOT_BUILT,
         **_MEMORY_POLICY,
+        "qwen35_gated_delta_kernel": ("the Qwen3.5 gated-delta kernel choice", "remove it"),
         "qwen35_gated_delta_chunk_size": ("the Qwen3.5 gated-delta chunk size", "remove it"),
         "fast_inference": _FAST,
         "gpu_memory_utilization": _FAST,

@@ -5,6 +5,7 @@ sharded with FSDP2 across the world's processes (`local.distributed`)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -43,7 +44,9 @@ from retrain.config.schema import TrainConfig
 from retrain.config.sft_loss import effective_sft_loss
 from retrain.errors import UserError
 from retrain.inference_engine.pytorch.sample import SampleStats, engine_metrics, generate
+from retrain.models.family import family_of, prepare_family
 from retrain.models.load import ModelSpec, load_model, load_tokenizer
+from retrain.models.quiet import kernel_fallbacks
 from retrain.models.tiny import is_tiny
 from retrain.process.spans import span
 from retrain.types import Completion, Datum, SamplingParams, TrainOutput
@@ -99,7 +102,9 @@ class LocalBackend:
         spec = ModelSpec(config.model.model, config.model.revision, config.model.local_files_only,
                          o.trust_remote_code, tuple(sorted((model_overrides or {}).items())))
         model, tokenizer = self._load_base(config, spec)
+        self.family = family_of(model.config)
         self.tokenizer = HFTokenizer(tokenizer, reads_instructions=not is_tiny(config.model.model))
+        self.tokenizer.eos_token_ids = self.family.eos_token_ids(tokenizer, model, self.tokenizer.eos_token_ids)
         self.model_name = config.model.model
         self.max_context = int(getattr(model.config, "max_position_embeddings", 0) or 0)  # 0: not stated
         self.base_from_seed = is_tiny(config.model.model)
@@ -120,6 +125,7 @@ class LocalBackend:
         set_kernel_mode(o.kernels)
         reset_kernel_metrics()  # the record is process-wide: a run's first row counts only its own calls
         self.model = self._place(model)
+        self.family_metrics = prepare_family(self.family, self.model, dataclasses.asdict(o))
         fast = self.lora and self.patch_lora_kernels and o.lora_fast_linear
         self.fused_lora_layers = patch_peft_lora(self.model) if fast else 0
         self.detached_lora_layers = detach_lora_input(self.model) if self.lora and o.lora_detach_input else 0
@@ -183,7 +189,8 @@ class LocalBackend:
         o = self.options
         return apply_lora(model, rank=config.model.lora_rank, alpha=config.lora.alpha,
                           dropout=config.lora.dropout, targets=o.lora_target_modules,
-                          layers=o.lora_layers_to_transform, layers_pattern=o.lora_layers_pattern)
+                          layers=o.lora_layers_to_transform, layers_pattern=o.lora_layers_pattern,
+                          resolve=lambda suffixes: self.family.lora_targets(model, suffixes))
 
     def _place(self, model: torch.nn.Module) -> torch.nn.Module:
         return model.to(self.device)
@@ -481,6 +488,8 @@ class LocalBackend:
             "local_frozen_lora_a": self.frozen_lora_a,
             "local_detached_lora_layers": self.detached_lora_layers,
             **self.memory_metrics,
+            **self.family_metrics,
+            **kernel_fallbacks(),
             **self.offload.take(),
             **determinism.proof(),
             **kernel_metrics(reset=True),

@@ -47,6 +47,9 @@ class LocalOptions:
     sample_use_cache: bool = True
     sample_decoder: str = "auto"
     sample_cuda_graphs: bool = True
+    # model families' kernels (retrain.models: qwen35)
+    qwen35_gated_delta_kernel: str = "auto"
+    qwen35_gated_delta_chunk_size: str = "auto"
 
     @classmethod
     def read(cls, options: Mapping[str, Any]) -> LocalOptions:
@@ -85,4 +88,6 @@ READERS: dict[str, Callable[[Any], Any]] = {
     "sample_use_cache": bool,
     "sample_decoder": str,
     "sample_cuda_graphs": bool,
+    "qwen35_gated_delta_kernel": str,
+    "qwen35_gated_delta_chunk_size": str,
 }
