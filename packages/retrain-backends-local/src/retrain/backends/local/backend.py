@@ -45,6 +45,7 @@ from retrain.errors import UserError
 from retrain.inference_engine.pytorch.sample import SampleStats, engine_metrics, generate
 from retrain.models.load import ModelSpec, load_model, load_tokenizer
 from retrain.models.tiny import is_tiny
+from retrain.models.untrained import warn_if_untrained
 from retrain.types import Completion, Datum, SamplingParams, TrainOutput
 
 
@@ -174,8 +175,12 @@ class LocalBackend:
 
     # model construction (hooks of variants) ---------------------------------------------
     def _load_base(self, config: TrainConfig, spec: ModelSpec) -> tuple[torch.nn.Module, Any]:
-        """(the base model on the CPU, its tokenizer)."""
-        return load_model(spec, seed=self.seed), load_tokenizer(spec)
+        """(the base model on the CPU, its tokenizer); a checkpoint that looks untrained is
+        named on stderr (retrain.models.untrained), the built-in `tiny` never."""
+        model, tokenizer = load_model(spec, seed=self.seed), load_tokenizer(spec)
+        if not is_tiny(spec.name):
+            warn_if_untrained(model, tokenizer, spec.name)
+        return model, tokenizer
 
     def _apply_lora(self, model: torch.nn.Module, config: TrainConfig) -> torch.nn.Module:
         o = self.options
