@@ -7,7 +7,10 @@ seconds for 135M parameters), and cannot `save_pretrained` what it read. So the 
 converts the file once into a plain Hugging Face folder in retrain's cache, keyed by the file's
 SHA-256: fp32 safetensors (the dequantised values, exactly), the config without its GGUF
 quantisation entry, and the tokenizer with its special tokens set from the chat template.
-Every later load reads that folder, in seconds. The folder is assembled under a temporary
+A SentencePiece vocabulary (Gemma, Llama 2, Phi-3) gets retrain's own tokenizer, which splits
+text as llama.cpp does (`retrain.models.gguf_tokenizer`: transformers' reader turns Gemma's into
+characters), and the config gets back what the file states and transformers' reader drops
+(`file_config`). Every later load reads that folder, in seconds. The folder is assembled under a temporary
 name and renamed into place, so a crash or a second process never leaves half of one.
 
 The special-token fix: a GGUF's tokenizer often names the wrong end of sequence (SmolLM2's
@@ -60,9 +63,10 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "retrain"
 
 
-def packaged_file(name: str) -> Path | None:
+def packaged_file(name: str, assemble: bool = True) -> Path | None:
     """The GGUF file of an installed packaged model, None when it is not installed. A chunked
-    one is assembled on first use into retrain's cache (`packaged/`), atomically."""
+    one is assembled on first use into retrain's cache (`packaged/`), atomically; with
+    `assemble` False, only where it goes."""
     dist, inner, _ = PACKAGED[name.lower()]
     try:
         found = metadata.distribution(dist)
@@ -72,7 +76,8 @@ def packaged_file(name: str) -> Path | None:
     if module is None:
         path = Path(str(found.locate_file(inner)))
         return path if path.is_file() else None
-    return _assembled(module, cache_root() / "packaged" / inner)
+    path = cache_root() / "packaged" / inner
+    return _assembled(module, path) if assemble else path
 
 
 def _assembled(module: str, path: Path) -> Path:
@@ -90,12 +95,13 @@ def _assembled(module: str, path: Path) -> Path:
     return path
 
 
-def gguf_source(name: str) -> GgufSource | None:
+def gguf_source(name: str, assemble: bool = True) -> GgufSource | None:
     """What `[model] model = name` means when it is a GGUF: a packaged name, a `.gguf` file,
     or a folder with exactly one `.gguf` and no config.json. None for anything else.
-    Raises ModelUnavailable for a packaged model that is not installed."""
+    Raises ModelUnavailable for a packaged model that is not installed. `assemble` False: a
+    chunked packaged model's file is named, not yet written (a check before loading)."""
     if name.lower() in PACKAGED:
-        file = packaged_file(name)
+        file = packaged_file(name, assemble)
         if file is None:
             dist, _, extra = PACKAGED[name.lower()]
             raise ModelUnavailable(

@@ -42,8 +42,8 @@ def sentencepiece_tokenizer(fields: Mapping[str, Any]) -> Any:
 
     pieces = [bytes(fields["tokenizer.ggml.tokens"].parts[i]).decode("utf-8")
               for i in fields["tokenizer.ggml.tokens"].data]
-    scores = _numbers(fields, "tokenizer.ggml.scores", float)
-    kinds = _numbers(fields, "tokenizer.ggml.token_type", int) or [NORMAL] * len(pieces)
+    scores = numbers(fields, "tokenizer.ggml.scores", float)
+    kinds = numbers(fields, "tokenizer.ggml.token_type", int) or [NORMAL] * len(pieces)
     ids = {"bos": _id(fields, "bos"), "eos": _id(fields, "eos"), "unk": _id(fields, "unknown"),
            "pad": _id(fields, "padding")}
     prefix = _flag(fields, "tokenizer.ggml.add_space_prefix", True)
@@ -92,7 +92,7 @@ def _framing(pieces: list[str], ids: dict[str, int | None], bos: bool, eos: bool
                                          pair=[*head, "$A", *tail, *head, "$B:1", *tail], special_tokens=special)
 
 
-def _numbers(fields: Mapping[str, Any], key: str, kind: type) -> list[Any]:
+def numbers(fields: Mapping[str, Any], key: str, kind: type) -> list[Any]:
     import numpy as np
 
     field = fields.get(key)
