@@ -88,11 +88,12 @@ def test_every_template_writes_and_explains(cli, tmp_path: Path, name: str) -> N
     assert json.loads(res.stdout)["mode"] == ("campaign" if name == "campaign" else "single")
 
 
-def test_the_smollm2_template_is_the_example_profile() -> None:
-    """`init -t smollm2` writes examples/smollm2-arithmetic.toml's settings; only where it
-    writes differs."""
-    example = Path(__file__).resolve().parents[3] / "examples" / "smollm2-arithmetic.toml"
-    ours, theirs = tomllib.loads(TEMPLATES["smollm2"].text()), tomllib.loads(example.read_text())
+@pytest.mark.parametrize("name", ["smollm2", "gemma3"])
+def test_a_real_model_template_is_its_example_profile(name: str) -> None:
+    """`init -t smollm2` writes examples/smollm2-arithmetic.toml's settings (gemma3 likewise);
+    only where it writes differs."""
+    example = Path(__file__).resolve().parents[3] / "examples" / f"{name}-arithmetic.toml"
+    ours, theirs = tomllib.loads(TEMPLATES[name].text()), tomllib.loads(example.read_text())
     for table in (ours, theirs):
         table["backend"].pop("adapter_path")
         table["logging"].pop("log_dir")

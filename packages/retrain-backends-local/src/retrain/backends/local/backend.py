@@ -48,6 +48,7 @@ from retrain.models.family import family_of, prepare_family
 from retrain.models.load import ModelSpec, load_model, load_tokenizer
 from retrain.models.quiet import kernel_fallbacks
 from retrain.models.tiny import is_tiny
+from retrain.models.untrained import warn_if_untrained
 from retrain.process.spans import span
 from retrain.types import Completion, Datum, SamplingParams, TrainOutput
 
@@ -182,8 +183,12 @@ class LocalBackend:
 
     # model construction (hooks of variants) ---------------------------------------------
     def _load_base(self, config: TrainConfig, spec: ModelSpec) -> tuple[torch.nn.Module, Any]:
-        """(the base model on the CPU, its tokenizer)."""
-        return load_model(spec, seed=self.seed), load_tokenizer(spec)
+        """(the base model on the CPU, its tokenizer); a checkpoint that looks untrained is
+        named on stderr (retrain.models.untrained), the built-in `tiny` never."""
+        model, tokenizer = load_model(spec, seed=self.seed), load_tokenizer(spec)
+        if not is_tiny(spec.name):
+            warn_if_untrained(model, tokenizer, spec.name)
+        return model, tokenizer
 
     def _apply_lora(self, model: torch.nn.Module, config: TrainConfig) -> torch.nn.Module:
         o = self.options

