@@ -7,7 +7,7 @@ the weights it trains. Per step:
 
 1. take the batch in flight (or, with none — the first step, the first after a resume —
    sample one now from the weights the sampler serves);
-2. publish the latest weights;
+2. publish the latest weights (the step's `sync` span, retrain.process.spans);
 3. start sampling the next step's batch from them.
 
 Rollouts carry the version of the weights that sampled them, max(step - level, 0) in RL
@@ -30,6 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import msgspec
 
 from retrain.backends.protocol import TrainBackend
+from retrain.process.spans import span
 from retrain.rollout.group import StepRollouts
 from retrain.training.dapo.dynamic import DynamicSampling
 from retrain.training.flow import Flow
@@ -55,7 +56,8 @@ class RolloutProducer:
     def next(self, step: int, sizes: tuple[int, int]) -> StepRollouts:
         if self._pending is None:
             if self.level == 0:
-                self.backend.checkpoint(f"step_{step}")
+                with span("sync"):
+                    self.backend.checkpoint(f"step_{step}")
             rollouts = self._produce(sizes, max(step - self.level, 0))
         else:
             t0 = time.perf_counter()
@@ -64,7 +66,8 @@ class RolloutProducer:
             rollouts.producer_metrics.update(overlap_metrics(rollouts.sample_time_s + rollouts.score_time_s,
                                                              time.perf_counter() - t0))
         if self.level > 0:
-            self.backend.checkpoint(f"step_{step}")
+            with span("sync"):
+                self.backend.checkpoint(f"step_{step}")
             if step + 1 < self.max_steps and self._pool is not None:
                 self._pending_from = self.cursor.index
                 self._pending = self._pool.submit(self._produce, sizes, step)

@@ -17,7 +17,8 @@ from typing import Any
 import torch
 
 from retrain.backends.local.packing import Packed
-from retrain.backends.local.truncation import Truncation
+from retrain.backends.local.truncation import Truncation, vocab_size
+from retrain.models.family import SoftCapped, head_math
 
 
 def split_head(model: Any) -> tuple[Any, torch.nn.Module]:
@@ -145,8 +146,10 @@ def action_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: torch.T
 
     The head goes through retrain.kernels.selected_logprobs (Triton on CUDA, the chunked
     torch path elsewhere; never the [N, V] log-softmax); a head the kernels do not
-    understand falls back to chunked full-row logits here. `packed`: the rows' padding-free
-    layout (input_ids still name the tokens, row by row).
+    understand, or logits the model soft-caps (Gemma's `final_logit_softcapping`), fall back
+    to chunked full-row logits here. A model that divides its logits (Granite's
+    `logits_scaling`) divides the temperature's logits alike. `packed`: the rows'
+    padding-free layout (input_ids still name the tokens, row by row).
     """
     from retrain.kernels import lm_head_operands, selected_logprobs
 
@@ -160,13 +163,20 @@ def action_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: torch.T
         where = rows * input_ids.shape[1] + cols
     targets = input_ids[:, 1:][action]
     _, head = split_head(model)
+    scale, softcap = head_math(model.config)  # what the model's own forward does after its head
+    temperature = temperature * scale
+    vocab = vocab_size(head)
+    if softcap is not None:
+        head = SoftCapped(head, softcap)  # type: ignore[assignment]
+    selected = hidden[where]
     floor = None
     if scoring.truncation is not None:
-        floor = scoring.truncation.floors(hidden[where], head, temperature, scoring.truncated)
+        floor = scoring.truncation.floors(selected, head, temperature, scoring.truncated, vocab)
     if not scoring.selective:
         logits = head(hidden).float()  # every position's logits, as a plain forward makes them
         return _gather_logprobs(logits[where] / temperature, targets, floor)
-    selected = hidden[where]
+    if softcap is not None:
+        return selected_logprobs_torch(selected, head, targets, temperature, chunk or 1024, floor)
     operands = lm_head_operands(head)
     if scoring.compiled is not None and scoring.compiled.mode != "off":
         compiled = scoring.compiled.run(selected, operands, targets, temperature, floor)

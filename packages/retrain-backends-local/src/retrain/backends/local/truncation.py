@@ -64,16 +64,17 @@ class Truncation:
         first_dropped = sorted_z.gather(1, count.clamp(max=vocab - 1)[:, None]).squeeze(1)
         return torch.where(count < vocab, (last + first_dropped) / 2, float("-inf"))
 
-    def floors(self, hidden: torch.Tensor, head: torch.nn.Module, temperature: float,
-               rows: torch.Tensor | None = None) -> torch.Tensor:
-        """[N] floors for hidden states [N, H] under the LM head `head`; `rows` [N] bool marks
-        the positions the sampler truncated (the others get -inf: their whole vocabulary)."""
+    def floors(self, hidden: torch.Tensor, head: Any, temperature: float, rows: torch.Tensor | None = None,
+               vocab: int = 0) -> torch.Tensor:
+        """[N] floors for hidden states [N, H] under the LM head `head` (its logits, a
+        soft-capped head's included, over `vocab` ids); `rows` [N] bool marks the positions the
+        sampler truncated (the others get -inf: their whole vocabulary)."""
         out = torch.full((hidden.shape[0],), float("-inf"), dtype=torch.float32, device=hidden.device)
         index = torch.arange(hidden.shape[0], device=hidden.device) if rows is None else rows.nonzero().squeeze(1)
         if index.numel() == 0:
             return out
         logits = head_logits(head)
-        step = max(1, CHUNK_ELEMENTS // max(1, _vocab(head)))
+        step = max(1, CHUNK_ELEMENTS // max(1, vocab or vocab_size(head)))
         with torch.no_grad():
             for start in range(0, index.numel(), step):
                 at = index[start:start + step]
@@ -84,7 +85,7 @@ class Truncation:
         return out
 
 
-def head_logits(head: torch.nn.Module) -> Any:
+def head_logits(head: Any) -> Any:
     """h -> logits of the head, its LoRA delta included but never its dropout (the floors must
     not draw random numbers: they would shift the run's random stream)."""
     from retrain.kernels import lm_head_operands
@@ -104,7 +105,8 @@ def head_logits(head: torch.nn.Module) -> Any:
     return logits
 
 
-def _vocab(head: torch.nn.Module) -> int:
+def vocab_size(head: Any) -> int:
+    """The LM head's output size (a peft-wrapped head's base layer's), 1 when it cannot tell."""
     get_base: Any = getattr(head, "get_base_layer", None)
     base = get_base() if callable(get_base) else head
     weight = getattr(base, "weight", None)
