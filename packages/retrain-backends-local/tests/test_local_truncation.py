@@ -88,6 +88,5 @@ def test_an_inference_server_is_not_truncated_by_the_trainer(tiny_config) -> Non
     config = tiny_config("--top-p", "0.8")
     config.inference.engine = "vllm"
     backend = LocalBackend(tiny_config("--top-p", "0.8"))
-    plan = Passes.plan(config, backend.options, backend.model, device=backend.device, distributed=False,
-                       checkpointed=0)
+    plan = Passes.plan(config, backend.options, backend.model, packing="", device=backend.device, checkpointed=0)
     assert plan.truncation is None and backend.passes.truncation == Truncation(0.8, 0, 0.0)

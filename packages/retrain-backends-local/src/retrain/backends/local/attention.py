@@ -7,8 +7,8 @@ stream's queries, keys and values [1, heads, T, d] and the `Packed` layout as th
 Each row attends causally over its own view of the stream (its sliding window too, where the
 layer has one), so the result at every position equals the padded batch's. Two ways:
 
-- `varlen`: on CUDA, fp16/bf16, no dropout: torch's variable-length flash attention over the
-  views gathered end to end;
+- `varlen`: on CUDA, fp16/bf16, no dropout, once `verify_varlen` has checked it on the
+  device: torch's variable-length flash attention over the views gathered end to end;
 - `sdpa`: elsewhere, the views gathered into a right-padded [R, heads, L, d] batch and
   `scaled_dot_product_attention` with its causal flag (right padding: no real query ever
   reaches a pad) or a causal band mask for a sliding window.
@@ -73,9 +73,46 @@ def _refuse_extras(module: torch.nn.Module, attention_mask: torch.Tensor | None,
 def _varlen_fits(q: torch.Tensor, dropout: float) -> bool:
     if not q.is_cuda or q.dtype not in (torch.float16, torch.bfloat16) or dropout > 0 or q.shape[-1] > 256:
         return False
+    return _verified.get((q.device.index or 0, q.dtype), False)
+
+
+_verified: dict[tuple[int, torch.dtype], bool] = {}  # verify_varlen's answers by (CUDA device, dtype)
+
+
+def verify_varlen(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether torch's varlen flash attention is here and agrees with the SDPA path, values and
+    gradients, on a small packed case (shared prefix, grouped heads, with and without a
+    window); checked once per device and dtype, at setup: it runs a backward of its own, which
+    must not happen inside a model's forward (checkpointing's and offloading's saved-tensor
+    hooks are active there). A pair never verified takes the SDPA path."""
+    key = (device.index or 0, dtype)
+    if key not in _verified:
+        _verified[key] = device.type == "cuda" and _varlen_agrees(torch.device("cuda", key[0]), dtype)
+    return _verified[key]
+
+
+def _varlen_agrees(device: torch.device, dtype: torch.dtype) -> bool:
     try:
         from torch.nn.attention.varlen import varlen_attn  # noqa: F401
     except ImportError:
+        return False
+    layout = pack([[1, 2, 3, 4, 5, 6, 7], [1, 2, 3, 8, 8], [9, 9, 9]]).to(device)
+    g = torch.Generator(device=device)
+    try:
+        with torch.enable_grad(), torch.autocast("cuda", enabled=False):
+            for window in (0, 3):
+                got, want = [], []
+                for varlen, out in ((True, got), (False, want)):
+                    q, k, v = (torch.randn(layout.tokens, h, 64, generator=g.manual_seed(i), device=device,
+                                           dtype=dtype).requires_grad_() for i, h in enumerate((4, 2, 2)))
+                    y = _varlen(q, k, v, layout, None, window) if varlen else _padded(q, k, v, layout, None, window, 0.0)
+                    y.float().square().sum().backward()
+                    out += [y.detach(), q.grad, k.grad, v.grad]
+                # bf16 sums in another order: rounding, not a leak between rows (which is O(1))
+                if any(float((a.float() - b.float()).abs().max()) > 2e-2 * max(1.0, float(b.float().abs().max()))
+                       for a, b in zip(got, want, strict=True)):
+                    return False
+    except (RuntimeError, TypeError, ValueError):  # a device or build whose varlen kernel refuses
         return False
     return True
 

@@ -33,7 +33,7 @@ from retrain.backends.local.memory import (
 )
 from retrain.backends.local.mismatch import Mismatch
 from retrain.backends.local.options import LocalOptions
-from retrain.backends.local.passes import Passes
+from retrain.backends.local.passes import Passes, packing_refusal
 from retrain.backends.local.placement import place
 from retrain.backends.local.precision import base_dtype, cast_frozen
 from retrain.backends.local.reference import Reference
@@ -128,6 +128,8 @@ class LocalBackend:
         set_kernel_mode(o.kernels)
         reset_kernel_metrics()  # the record is process-wide: a run's first row counts only its own calls
         self.model = self._place(model)
+        self.packing = packing_refusal(o, self.model, distributed=self.world.distributed,
+                                       device=self.device)  # before bf16 below
         self.base_dtype = base_dtype(o.train_base_dtype if not self.world.distributed else "float32",
                                      self.device, lora=self.lora)
         if self.world.distributed and o.train_base_dtype == "bfloat16":
@@ -189,15 +191,8 @@ class LocalBackend:
         self.autocast = autocast_dtype(self.device)
         self.mismatch = Mismatch(config.inference.importance_sampling_correction,
                                  config.inference.importance_sampling_cap, config.inference.importance_sampling_mode)
-        self._setup_passes(config)
-
-    def _setup_passes(self, config: TrainConfig) -> None:
-        """Micro-batch layouts, packing, scoring and throughput accounting (local.passes); the
-        packing probe runs the model once, so this comes after the model is placed."""
-        with self._autocast():
-            self.passes = Passes.plan(config, self.options, self.model, device=self.device,
-                                      distributed=self.world.distributed,
-                                      checkpointed=self.memory_metrics.get("local_checkpointed_layers", 0))
+        self.passes = Passes.plan(config, self.options, self.model, packing=self.packing, device=self.device,
+                                  checkpointed=self.memory_metrics.get("local_checkpointed_layers", 0))
 
     # model construction (hooks of variants) ---------------------------------------------
     def _load_base(self, config: TrainConfig, spec: ModelSpec) -> tuple[torch.nn.Module, Any]:

@@ -36,18 +36,14 @@ class Passes:
     latest: dict[str, float | int | str] = field(default_factory=dict)  # the latest update's metrics
 
     @classmethod
-    def plan(cls, config: TrainConfig, options: LocalOptions, model: Any, *, device: torch.device,
-             distributed: bool, checkpointed: int) -> Passes:
-        """Runs the packing probe (retrain.backends.local.attention.support) on `model`, under
-        whatever autocast the caller trains with."""
-        from retrain.backends.local import attention
+    def plan(cls, config: TrainConfig, options: LocalOptions, model: Any, *, packing: str, device: torch.device,
+             checkpointed: int) -> Passes:
+        """`packing`: `packing_refusal`'s answer for this model."""
         from retrain.backends.local.distributed import decoder_layers
 
         o, t = options, config.training
         layers = decoder_layers(model)
-        backbone, head = split_head(model)
-        packing = "off" if o.train_padding_free == "false" else "several processes" if distributed else ""
-        packing = packing or attention.support(model, backbone, len(layers))
+        _, head = split_head(model)
         if o.train_padding_free == "true" and packing:
             raise UserError(f"[backend.options] train_padding_free = true, but {config.model.model} cannot run "
                             f"packed rows here: {packing}", hint='train_padding_free = "auto"')
@@ -104,3 +100,22 @@ class Passes:
                 flops += self.shape.flops(tokens, rows, selected, self.recompute, forwards)
             out["mfu"] = round(flops / (wall_s * self.peak), 6)
         return out
+
+
+def packing_refusal(options: LocalOptions, model: Any, *, distributed: bool, device: torch.device) -> str:
+    """"" when `model` trains packed rows, else why not (retrain.backends.local.attention.support).
+    Called while the model is still all fp32 and outside autocast, so the probe compares exactly;
+    on CUDA it also checks the varlen path that bf16 rows take there (attention.verify_varlen),
+    which otherwise run through SDPA."""
+    from retrain.backends.local import attention
+    from retrain.backends.local.device import autocast_dtype
+    from retrain.backends.local.distributed import decoder_layers
+
+    if options.train_padding_free == "false":
+        return "off"
+    if distributed:
+        return "several processes"
+    refusal = attention.support(model, split_head(model)[0], len(decoder_layers(model)))
+    if not refusal and (dtype := autocast_dtype(device)) is not None:
+        attention.verify_varlen(device, dtype)
+    return refusal

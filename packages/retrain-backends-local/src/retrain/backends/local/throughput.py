@@ -60,13 +60,9 @@ class Shape:
                         trainable += p.numel()
                     else:
                         frozen += p.numel()
-        config = getattr(model, "config", None)
-        text = getattr(config, "text_config", None) or config
-        heads = int(getattr(text, "num_attention_heads", 0) or 0)
-        dim = int(getattr(text, "head_dim", 0) or 0) or (int(getattr(text, "hidden_size", 0) or 0) // max(heads, 1))
         head_params = [p for p in head.parameters() if p.dim() == 2]
-        return cls(frozen, trainable, heads * dim * len(layer_list), sum(p.numel() for p in head_params),
-                   any(p.requires_grad for p in head_params), len(layer_list))
+        return cls(frozen, trainable, sum(_query_width(layer, model) for layer in layer_list),
+                   sum(p.numel() for p in head_params), any(p.requires_grad for p in head_params), len(layer_list))
 
     def flops(self, tokens: int, row_lengths: list[int], selected: int, recompute: float = 0.0,
               forwards: int = 0) -> float:
@@ -80,3 +76,22 @@ class Shape:
         head_fwd = 2.0 * self.head * selected
         head_bwd = head_fwd * (2 if self.head_trains else 1)
         return (layers_fwd + head_fwd) * (1 + forwards) + layers_fwd * recompute + layers_bwd + head_bwd
+
+
+def _query_width(layer: torch.nn.Module, model: torch.nn.Module) -> int:
+    """heads x head_dim of a decoder layer's attention: the inputs of its output projection
+    (`o_proj`), a per-layer figure (some families vary heads or head_dim by layer) that a gated
+    query projection (Qwen3-Next's, twice as wide) does not inflate; else the config's."""
+    for name, module in layer.named_modules():
+        if name.rsplit(".", 1)[-1] == "o_proj":
+            get_base = getattr(module, "get_base_layer", None)
+            width = getattr(get_base() if callable(get_base) else module, "in_features", None)
+            if isinstance(width, int):
+                return width
+    config = getattr(model, "config", None)
+    text = getattr(config, "text_config", None) or config
+    try:
+        heads = int(getattr(text, "num_attention_heads", 0) or 0)
+        return heads * int(getattr(text, "head_dim", 0) or getattr(text, "hidden_size", 0) // max(heads, 1))
+    except Exception:  # a config that refuses global per-layer attributes: no attention count
+        return 0
