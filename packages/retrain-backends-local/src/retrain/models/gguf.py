@@ -4,7 +4,8 @@ model's name (`smollm2-135m-instruct`, installed by the `smollm2` extra).
 transformers reads GGUF (through the `gguf` package) and dequantises it, slowly (tens of
 seconds for 135M parameters), and cannot `save_pretrained` what it read. So the first load
 converts the file once into a plain Hugging Face folder in retrain's cache, keyed by the file's
-SHA-256: fp32 safetensors (the dequantised values, exactly), the config without its GGUF
+SHA-256 and `converter_version` (a fixed converter must not serve folders an older one wrote):
+fp32 safetensors (the dequantised values, exactly), the config without its GGUF
 quantisation entry, and the tokenizer with its special tokens set from the chat template.
 Every later load reads that folder, in seconds. The folder is assembled under a temporary
 name and renamed into place, so a crash or a second process never leaves half of one.
@@ -37,6 +38,10 @@ PACKAGED: dict[str, tuple[str, str, str]] = {
 #: end-of-turn tokens of the chat templates in use, in the order they are tried
 END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|endoftext|>")
 CACHE_ENV = "RETRAIN_CACHE_DIR"
+#: the conversion's output format: raise it with any change to what `_convert` writes
+FORMAT = 1
+#: the distributions whose code reads the file and writes the folder
+CONVERTERS = ("retrain-backends-local", "transformers", "gguf")
 
 
 @dataclass(frozen=True)
@@ -85,19 +90,32 @@ def gguf_source(name: str) -> GgufSource | None:
     return None
 
 
+def converter_version() -> str:
+    """What a converted folder depends on besides the file: FORMAT and the installed versions
+    of CONVERTERS."""
+    versions = []
+    for name in CONVERTERS:
+        try:
+            versions.append(f"{name}={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            versions.append(f"{name}=-")
+    return ";".join([f"format={FORMAT}", *versions])
+
+
 def converted(source: GgufSource) -> Path:
-    """The Hugging Face folder of `source`, converted on first use."""
-    digest = _sha256(source.file)
-    folder = cache_root() / "gguf" / digest[:16]
+    """The Hugging Face folder of `source`, converted on first use by this converter."""
+    digest, converter = _sha256(source.file), converter_version()
+    folder = cache_root() / "gguf" / hashlib.sha256(f"{digest}\n{converter}".encode()).hexdigest()[:16]
     if (folder / "config.json").is_file():
         return folder
     _require_gguf(source.name)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{digest[:16]}-", dir=folder.parent))
+    work = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     try:
         _convert(source, work)
         (work / "retrain_gguf.json").write_text(json.dumps(
-            {"source": str(source.file), "sha256": digest, "name": source.name}, indent=2) + "\n")
+            {"source": str(source.file), "sha256": digest, "name": source.name, "converter": converter},
+            indent=2) + "\n")
         try:
             work.rename(folder)
         except OSError:  # another process finished first: its folder is the same conversion
