@@ -43,7 +43,7 @@ class IdleSteps(msgspec.Struct, kw_only=True):
         self.idle += 1
         if tied:
             self.tied += 1
-            self.none_correct += int(correct == 0)
+            self.none_correct += int(total > 0 and correct == 0)
             self.all_correct += int(total > 0 and correct == total)
 
     @property
