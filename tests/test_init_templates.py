@@ -54,9 +54,11 @@ def setting_for(name: str) -> Iterator[list[str]]:
 
 
 def run(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`retrain ARGS` from `folder`. The limit only stops a hung run: a few minutes each on a
+    quiet 2-core machine, the cpu template took over two hours on a loaded one."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     return subprocess.run([sys.executable, "-m", "retrain.cli", *args], cwd=folder, env=env, capture_output=True,
-                          text=True, timeout=3000, check=False)
+                          text=True, timeout=7200, check=False)
 
 
 @pytest.mark.slow
