@@ -1,8 +1,8 @@
 """Every `retrain init` template a CPU can run trains as shipped: `retrain init -t NAME`, then
 `retrain`, in a folder of its own, as a user runs them. Most RL steps update the policy (the
 run ends "Training complete" with no warning that steps trained nothing). The templates that
-promise learning raise the reward: cpu (the README demo) to a mean of 0.5 over its last 10
-steps, smollm2 its held-out pass@1 too. The environment templates run the random tiny model
+promise learning raise the held-out pass@1 from before RL to the end, and cpu (the README
+demo) its sampled reward too, to a mean of 0.5 over its last 10 steps. The environment templates run the random tiny model
 for 10 steps and say they show the plumbing, not learning (verifiers, measured: 0.419 over its
 first 5 steps, 0.406 over its last 5), so their reward is not asserted. What a template needs
 besides the file is set up as its header says: the OpenEnv game is started (on a free port
@@ -83,11 +83,10 @@ def test_the_template_trains_as_shipped(name: str, tmp_path: Path) -> None:
     assert sum(int(r["num_datums"]) > 0 for r in rows) == idle.trained
     if name not in LEARNS:
         return
-    n = min(10, len(rows) // 2)
-    first = sum(r["mean_reward"] for r in rows[:n]) / n
-    last = sum(r["mean_reward"] for r in rows[-n:]) / n
-    assert last > first, (first, last)
+    # held-out problems before RL and at the end: what both headers promise
     evals = read_jsonl(log_dir / "eval.jsonl")
     assert evals[-1]["eval/pass@1"] > evals[0]["eval/pass@1"], evals
-    if name == "cpu":  # the README demo
-        assert len(rows) == 400 and last >= 0.5, last
+    if name == "cpu":  # the README demo: the sampled reward too, over its 400 steps
+        first = sum(r["mean_reward"] for r in rows[:10]) / 10
+        last = sum(r["mean_reward"] for r in rows[-10:]) / 10
+        assert len(rows) == 400 and last > first and last >= 0.5, (first, last)
