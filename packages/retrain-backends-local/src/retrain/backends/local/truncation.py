@@ -28,6 +28,8 @@ from typing import Any
 
 import torch
 
+from retrain.inference_engine.pytorch.choice import truncate_sorted
+
 # Logits alive at once while finding floors (fp32; the sort and its cumulative sum add a few more)
 CHUNK_ELEMENTS = 1 << 22
 
@@ -49,16 +51,9 @@ class Truncation:
     def floor(self, z: torch.Tensor) -> torch.Tensor:
         """[n] floors of scaled logits z [n, V] (fp32): the engine's kept set is z >= floor."""
         sorted_z = torch.sort(z, dim=-1, descending=True).values
-        kept = (sorted_z - torch.logsumexp(z, dim=-1, keepdim=True)).exp_()
+        kept = truncate_sorted((sorted_z - torch.logsumexp(z, dim=-1, keepdim=True)).exp_(), self.top_k,
+                               self.top_p, self.min_p)
         vocab = kept.shape[-1]
-        if 0 < self.top_k < vocab:
-            kept[:, self.top_k:] = 0.0
-            kept = kept / kept.sum(dim=-1, keepdim=True)
-        if self.top_p < 1.0:
-            before = torch.cumsum(kept, dim=-1) - kept
-            kept = kept.masked_fill(before >= self.top_p, 0.0)
-        if self.min_p > 0.0:
-            kept = kept.masked_fill(kept < self.min_p * kept[:, :1], 0.0)
         count = (kept > 0).sum(dim=-1).clamp(1, vocab)  # each filter keeps a prefix
         last = sorted_z.gather(1, (count - 1)[:, None]).squeeze(1)
         first_dropped = sorted_z.gather(1, count.clamp(max=vocab - 1)[:, None]).squeeze(1)
