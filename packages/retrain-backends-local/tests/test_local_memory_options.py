@@ -1,6 +1,7 @@
 """The local backend's memory and LoRA options on the tiny model: LoRA-FA trains B alone, peft's own
-LoRA forward (lora_fast_linear = false) makes the fused linear's update, SFT
-micro-batches by a padded-token budget and still makes the whole batch's update, gradient
+LoRA forward (lora_fast_linear = false) makes the fused linear's update, SFT micro-batches by a
+token budget and still makes the whole batch's update (how rows are binned:
+test_local_train_options.py), gradient
 checkpointing (reentrant or not, the last layers left out) gives the plain backward's
 gradients, and on CUDA the saved activations wait in CPU memory."""
 
@@ -13,7 +14,7 @@ import pytest
 import torch
 
 from retrain.backends.local.backend import LocalBackend
-from retrain.backends.local.batch import collate, token_budget_micro_batches
+from retrain.backends.local.batch import collate
 from retrain.backends.local.memory import Offload, configure_checkpointing
 from retrain.types import Datum
 
@@ -69,21 +70,6 @@ def test_lora_fast_linear_false_runs_peft_forward_to_the_same_update(tiny_config
     after = [dict(b.model.named_parameters()) for b in (detached, peft)]
     lora = [n for n in after[0] if "lora_" in n]
     assert lora and all(torch.allclose(after[0][n], after[1][n], atol=1e-6, rtol=1e-5) for n in lora)
-
-
-def test_token_budget_slices_consecutive_rows_under_the_budget(tiny_config) -> None:  # type: ignore[no-untyped-def]
-    backend = LocalBackend(tiny_config())
-    batch = collate(sft_datums(backend), backend.tokenizer.pad_token_id, backend.device)
-    lengths = batch.attention_mask.sum(-1).tolist()
-    for budget, max_rows in ((1, 0), (2 * max(lengths), 0), (10_000, 0), (10_000, 4)):
-        parts = token_budget_micro_batches(batch, budget, max_rows)
-        assert sum(p.rows for p in parts) == batch.rows
-        assert torch.equal(torch.cat([p.input_ids[:, :1] for p in parts]), batch.input_ids[:, :1])  # order kept
-        for p in parts:
-            assert p.rows == 1 or p.rows * p.input_ids.shape[1] <= budget
-            assert max_rows == 0 or p.rows <= max_rows
-    assert len(token_budget_micro_batches(batch, 1)) == batch.rows
-    assert len(token_budget_micro_batches(batch, 10_000)) == 1
 
 
 def test_sft_token_budget_makes_the_whole_batch_update(tiny_config) -> None:  # type: ignore[no-untyped-def]

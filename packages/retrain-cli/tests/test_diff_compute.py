@@ -13,6 +13,10 @@ def test_load_run_reads_finals_perf_wall_and_curve(tmp_path, make_run, row):
     assert side.perf["mean_step_time_s"] == 2.0 and side.perf["peak_process_max_rss_mb"] == 900.0
     assert side.perf["mean_tokens_per_second"] == 1000.5
     assert [s for s, _ in side.series["loss"]] == [0, 1]
+    assert "mean_train_tokens_per_s" not in side.perf  # no row reports it
+    side = load_run(make_run(tmp_path / "b", rows=[row(0, train_tokens_per_s=100.0, mfu=0.25),
+                                                   row(1, train_tokens_per_s=300.0)]), "b")
+    assert side.perf["mean_train_tokens_per_s"] == 200.0 and side.perf["mean_mfu"] == 0.25
 
 
 def test_load_run_accepts_the_metrics_file_itself(tmp_path, make_run):
@@ -25,6 +29,7 @@ def test_winner_directions():
     assert winner("correct_rate", 0.1, 0.2) == ">"
     assert winner("mean_step_time_s", 1.0, 2.0) == "<"
     assert winner("mean_tokens_per_second", 1.0, 2.0) == ">"
+    assert winner("mean_train_tokens_per_s", 3.0, 2.0) == "<" and winner("mean_mfu", 0.1, 0.2) == ">"
     assert winner("correct_rate", 0.1, 0.1 + 1e-12) == "="
     assert winner("loss", None, 0.1) == ""
 

@@ -41,6 +41,16 @@ def test_latest_values_come_from_the_last_complete_row(tmp_path, make_run, row):
     assert s.tokens_per_second == 1001.0 and s.process_max_rss_mb == 513.0
     assert s.train_time_semantics == "synchronous_optimizer_update"
     assert s.wall_time_s == 4.0 and not s.wall_time_estimated
+    assert s.train_tokens_per_s is None and s.mfu is None  # a backend that does not report them
+
+
+def test_the_training_throughput_of_the_last_row_is_shown(tmp_path, make_run, row):
+    from retrain.status.format import run_line
+
+    rows = [row(0, train_tokens_per_s=900.0, mfu=0.2), row(1, train_tokens_per_s=1234.4, mfu=0.1875)]
+    s = scan_run(make_run(tmp_path / "r", rows=rows), Scope(tmp_path), now=time.time())
+    assert (s.train_tokens_per_s, s.mfu) == (1234.4, 0.1875)
+    assert "train_tok/s=1234" in run_line(s) and "mfu=18.8%" in run_line(s)
 
 
 def test_wall_time_is_estimated_from_the_tail_for_long_histories(tmp_path, make_run, row):

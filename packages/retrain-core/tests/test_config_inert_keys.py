@@ -117,7 +117,7 @@ def test_the_local_backends_cuda_only_options() -> None:
     assert marked == {"gradient_checkpointing", "gradient_checkpointing_use_reentrant",
                       "gradient_checkpointing_skip_last_n", "train_save_on_cpu", "train_save_on_cpu_pin_memory",
                       "train_save_on_cpu_min_numel", "cuda_empty_cache", "cuda_expandable_segments",
-                      "sample_cuda_graphs"}
+                      "sample_cuda_graphs", "train_compile_selective_ce", "train_compile_selective_ce_min_tokens"}
     assert not [name for name, spec in BUILTIN_OPTION_SCHEMAS["unsloth"].items() if spec.cuda_only]
 
 

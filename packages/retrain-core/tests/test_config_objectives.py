@@ -1,7 +1,9 @@
 """The objectives' keys: `[training] policy_loss_mode` cispo and sapo with their parameters,
 `importance_sampling_level`, `[inference] importance_sampling_mode`; what each backend computes
-(catalog capabilities), the clip band every backend shares, and the refusal of a truncating
-sampler with a loss that reads the policy ratio (one line naming both keys)."""
+(catalog capabilities), the clip band every backend shares, and a truncating sampler with a loss
+that reads the policy ratio: live where the trainer scores tokens under the sampler's truncation
+(the local backend's in-process engine), refused in one line naming both keys elsewhere (an
+inference server, a remote service)."""
 
 from __future__ import annotations
 
@@ -133,6 +135,7 @@ READERS = {
 }
 CUTS = {"top_k": "[training]\ntop_p = 1.0\ntop_k = 20\n", "min_p": "[training]\ntop_p = 1.0\nmin_p = 0.05\n",
         "top_p": "[training]\ntop_p = 0.9\n"}
+SERVER = "[inference]\nengine = 'vllm'\nurl = 'http://127.0.0.1:8000/v1'\n"
 
 
 def _merge(*parts: str) -> str:
@@ -151,18 +154,36 @@ def _merge(*parts: str) -> str:
 
 @pytest.mark.parametrize("cut", sorted(CUTS))
 @pytest.mark.parametrize("reader", sorted(READERS))
-def test_a_truncating_sampler_with_a_ratio_reader_is_refused_naming_both(tmp_path: Path, reader: str,
-                                                                          cut: str) -> None:
-    errs = errors_of(tmp_path, _merge(READERS[reader], CUTS[cut]))
+def test_a_truncating_server_with_a_ratio_reader_is_refused_naming_both(tmp_path: Path, reader: str,
+                                                                         cut: str) -> None:
+    errs = errors_of(tmp_path, _merge(READERS[reader], CUTS[cut], SERVER))
     assert len(errs) == 1, errs
     assert f"[training] {cut} = " in errs[0] and reader in errs[0] and NOT_BUILT_TEXT in errs[0], errs
-    assert "\n" not in errs[0] and "c.toml:" in errs[0], errs
+    assert "engine = 'vllm'" in errs[0] and "\n" not in errs[0] and "c.toml:" in errs[0], errs
+
+
+@pytest.mark.parametrize("cut", sorted(CUTS))
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_the_in_process_engine_trains_every_ratio_reader_truncated(tmp_path: Path, reader: str, cut: str) -> None:
+    load(tmp_path, _merge(READERS[reader], CUTS[cut]))
+
+
+def test_ratio_readers_load_with_the_default_top_p(tmp_path: Path) -> None:
+    for text in ("[training]\npolicy_loss_mode = 'cispo'\nclip_eps_high = 4.0\n", "[training]\npolicy_loss_mode = 'sapo'\n",
+                 "[training]\nimportance_sampling_level = 'sequence'\nclip_eps = 0.2\n"):
+        c = load(tmp_path, text).config
+        assert c.training.top_p == 0.95
+
+
+def test_a_remote_service_is_refused_too(tmp_path: Path) -> None:
+    (err,) = errors_of(tmp_path, "[backend]\nbackend = 'tinker'\n[training]\nclip_eps = 0.2\n")
+    assert "backend = 'tinker'" in err and "top_p = 0.95 (the default)" in err
 
 
 def test_the_default_top_p_is_named_as_the_default(tmp_path: Path) -> None:
-    (err,) = errors_of(tmp_path, "[training]\nclip_eps = 0.2\n")
-    assert "top_p = 0.95 (the default)" in err and err.startswith(f"{tmp_path / 'c.toml'}:2: [training] clip_eps:")
-    assert "hint: top_p = 1.0, or clip_eps = 0.0" in err
+    (err,) = errors_of(tmp_path, SERVER + "[training]\nclip_eps = 0.2\n")
+    assert "top_p = 0.95 (the default)" in err and err.startswith(f"{tmp_path / 'c.toml'}:5: [training] clip_eps:")
+    assert "hint: top_p = 1.0, or clip_eps = 0.0; or engine = \"pytorch\"" in err
 
 
 def test_what_does_not_read_the_ratio_samples_as_it_likes(tmp_path: Path) -> None:

@@ -74,11 +74,26 @@ def make_head(
     return Head(h_k, w_k, b_k, t, ref)
 
 
+def truncation_floors(head: Head, keep: int, temperature: float = 1.0) -> torch.Tensor:
+    """Per row a floor (a sampler's truncation) halfway between its `keep`-th and next largest
+    scaled logit, so the top `keep` ids stay; row 1 keeps everything (-inf) and row 2's floor
+    sits above every logit, so its target alone stays."""
+    r = head.ref
+    with torch.no_grad():
+        z = r["h"] @ r["w"].t() + r.get("b", 0.0)
+        top = (z / temperature).sort(dim=1, descending=True).values
+    floor = (top[:, keep - 1] + top[:, keep]) / 2
+    floor[1] = float("-inf")
+    floor[2] = top[2, 0] + 1.0
+    return floor
+
+
 def check_against_reference(
     head: Head, run: Callable[[Head], tuple[torch.Tensor, torch.Tensor]], *,
-    temperature: float = 1.0, entropy: bool = True, seed: int = 1,
+    temperature: float = 1.0, entropy: bool = True, seed: int = 1, floor: torch.Tensor | None = None,
 ) -> None:
-    """Values and gradients of `run(head)` = (logprobs, entropies) against the naive reference."""
+    """Values and gradients of `run(head)` = (logprobs, entropies) against the naive reference
+    (over each row's kept ids where `floor` truncates)."""
     from retrain.kernels.logprobs import reference_selected_logprobs
 
     lp, ent = run(head)
@@ -89,7 +104,7 @@ def check_against_reference(
 
     r = head.ref
     ref_lp, ref_ent = reference_selected_logprobs(
-        r["h"], r["w"], head.t, bias=r.get("b"), temperature=temperature, return_entropy=True)
+        r["h"], r["w"], head.t, bias=r.get("b"), temperature=temperature, return_entropy=True, floor=floor)
     (ref_lp * g_lp + (ref_ent * g_ent if entropy else 0)).sum().backward()
 
     assert_near(lp, ref_lp, VALUE_TOL, "logprobs")
@@ -188,6 +203,11 @@ def peft_step(model: torch.nn.Module, ids: torch.Tensor,
 @pytest.fixture(name="make_head")
 def _make_head_fixture() -> Callable[..., Head]:
     return make_head
+
+
+@pytest.fixture(name="truncation_floors")
+def _truncation_floors_fixture() -> Callable[..., torch.Tensor]:
+    return truncation_floors
 
 
 @pytest.fixture(name="check_head")

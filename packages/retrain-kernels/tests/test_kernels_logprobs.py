@@ -11,11 +11,12 @@ from retrain.kernels.logprobs import LoRAHead, reference_selected_logprobs, sele
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 
 
-def _torch_path(chunk_size: int = 0, temperature: float = 1.0, lora: LoRAHead | None = None):
+def _torch_path(chunk_size: int = 0, temperature: float = 1.0, lora: LoRAHead | None = None,
+                floor: torch.Tensor | None = None):
     def run(head):
         return selected_logprobs(head.h, head.w, head.t, bias=head.b, lora=lora,
                                  temperature=temperature, return_entropy=True,
-                                 chunk_size=chunk_size, path="torch")
+                                 chunk_size=chunk_size, path="torch", floor=floor)
     return run
 
 
@@ -29,6 +30,25 @@ def test_matches_reference(make_head, check_head, dtype, train_head, entropy, te
     check_head(head, _torch_path(chunk_size=7, temperature=temperature),
                temperature=temperature, entropy=entropy)
     assert kernel_metrics()["kernels/logprob_path"] == "torch"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("train_head", [False, True], ids=["frozen-head", "trained-head"])
+@pytest.mark.parametrize("chunk_size", [0, 3, 7])
+def test_a_floor_truncates_each_rows_normalisation(make_head, check_head, truncation_floors, dtype, train_head,
+                                                   chunk_size):
+    # chunk 3 of 29 columns leaves vocabulary chunks whose every logit is below the floor
+    head = make_head(13, 29, 16, dtype=dtype, masked=(5,), train_head=train_head, bias=True)
+    floor = truncation_floors(head, keep=4, temperature=0.7)
+    check_head(head, _torch_path(chunk_size=chunk_size, temperature=0.7, floor=floor), temperature=0.7,
+               floor=floor)
+
+
+def test_a_floor_below_every_logit_changes_nothing(make_head, assert_near):
+    head = make_head(9, 31, 8)
+    full = selected_logprobs(head.h, head.w, head.t, bias=head.b, path="torch")
+    kept = selected_logprobs(head.h, head.w, head.t, bias=head.b, path="torch", floor=torch.full((9,), -1e9))
+    assert_near(kept, full, 0.0, "logprobs")
 
 
 @pytest.mark.parametrize("chunk_size", [0, 1, 5, 23, 100])

@@ -49,16 +49,16 @@ def _pairs(first: torch.dtype, second: torch.dtype) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
-@pytest.mark.parametrize("variant", ["plain", "lora+bias+entropy"])
+@pytest.mark.parametrize("variant", ["plain", "lora+bias+entropy+floor"])
 def test_logprob_kernels_compile_for_hopper(dtype, variant):
     from retrain.kernels.triton import logprobs
     from retrain.kernels.triton.tile import default_tiles, dot_constexprs
 
     full = variant != "plain"
     tiles = default_tiles(torch.device("cuda"), dtype, "logits")
-    flags = {"HAS_SECOND": full, "HAS_BIAS": full}
+    flags = {"HAS_SECOND": full, "HAS_BIAS": full, "HAS_FLOOR": full}  # full: a sampler's truncation too
     stats = {f"{n}_ptr": "*fp32" for n in ("mx", "se", "sz", "zt", "top", "lognorm", "ez",
-                                            "glp", "gent")}
+                                            "glp", "gent", "floor")}
     pointers = {**_pairs(dtype, dtype), **stats, "tgt_ptr": "*i64", "dr_ptr": "*" + NAMES[dtype]}
     _compile(logprobs._stats_kernel, pointers,
              {**flags, "WANT_ENTROPY": full, **dot_constexprs(tiles, dtype, dtype, 16)})

@@ -19,10 +19,10 @@ pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
                                 reason="needs TRITON_INTERPRET=1 (run by test_kernels_triton.py)")
 
 
-def _triton(chunk_size=0, temperature=1.0):
+def _triton(chunk_size=0, temperature=1.0, floor=None):
     def run(head):
         return selected_logprobs(head.h, head.w, head.t, bias=head.b, temperature=temperature,
-                                 return_entropy=True, chunk_size=chunk_size, path="triton")
+                                 return_entropy=True, chunk_size=chunk_size, path="triton", floor=floor)
     return run
 
 
@@ -36,6 +36,14 @@ def test_matches_reference(make_head, check_head, dtype, train_head):
     check_head(head, _triton(chunk_size=16, temperature=0.7), temperature=0.7)
     metrics = kernel_metrics()
     assert metrics["kernels/logprob_path"] == "triton" and metrics["kernels/logprob_triton_calls"]
+
+
+@pytest.mark.parametrize("train_head", [False, True], ids=["frozen-head", "trained-head"])
+def test_a_floor_truncates_each_rows_normalisation(make_head, check_head, truncation_floors, train_head):
+    # V=203 in seven tiles over three slices: some tiles hold no kept logit of a row
+    head = make_head(21, 203, 24, masked=(4,), train_head=train_head)
+    floor = truncation_floors(head, keep=9, temperature=0.8)
+    check_head(head, _triton(chunk_size=16, temperature=0.8, floor=floor), temperature=0.8, floor=floor)
 
 
 def test_single_row_many_slices(make_head, check_head):

@@ -29,7 +29,8 @@ from retrain.status.scan import resolve_log_dir
 
 FINAL_FIELDS = ("loss", "correct_rate", "mean_reward")
 SERIES_FIELDS = (*PLOT_FIELDS, EVAL_FIELD, SFT_LOSS)
-MEAN_FIELDS = ("step_time_s", "sample_time_s", "train_time_s", "tokens_per_second", "sample_share", "train_share")
+MEAN_FIELDS = ("step_time_s", "sample_time_s", "train_time_s", "tokens_per_second", "sample_share", "train_share",
+               "train_tokens_per_s", "mfu")
 PEAK_FIELD = "process_max_rss_mb"
 CURVE_FIELD = "correct_rate"
 HIGHER, LOWER = 1, -1
@@ -43,6 +44,8 @@ DIRECTIONS: dict[str, int] = {
     "eval/maj@": HIGHER,
     "mean_step_time_s": LOWER,
     "mean_tokens_per_second": HIGHER,
+    "mean_train_tokens_per_s": HIGHER,
+    "mean_mfu": HIGHER,
     "peak_process_max_rss_mb": LOWER,
 }
 TIE = 1e-9

@@ -133,6 +133,8 @@ def run_line(r: RunSummary) -> str:
     enqueue = r.train_submit_enqueue_share if r.train_share is None else None
     optional: tuple[tuple[str, object, Callable[[Any], str]], ...] = (
         ("tok/s", r.tokens_per_second, lambda v: f"{v:.0f}"),
+        ("train_tok/s", r.train_tokens_per_s, lambda v: f"{v:.0f}"),
+        ("mfu", r.mfu, _pct),
         ("sample", r.sample_share, _pct),
         ("train", r.train_share, _pct),
         ("enqueue", enqueue, _pct),

@@ -40,6 +40,10 @@ class RunSummary(msgspec.Struct, kw_only=True):
     resume_warning: str | None = None
     latest_step_time_s: float | None = None
     tokens_per_second: float | None = None
+    #: the training half of the step: the rows' tokens per second of the update, and on CUDA its
+    #: model FLOPs utilisation (backends that report them: the local backend)
+    train_tokens_per_s: float | None = None
+    mfu: float | None = None
     sample_share: float | None = None
     train_share: float | None = None
     train_time_semantics: str | None = None

@@ -165,6 +165,8 @@ def _last_row_fields(last: dict[str, Any]) -> dict[str, Any]:
         "mean_reward": number(last.get("mean_reward")),
         "latest_step_time_s": row_step_time(last),
         "tokens_per_second": number(last.get("tokens_per_second")),
+        "train_tokens_per_s": number(last.get("train_tokens_per_s")),
+        "mfu": number(last.get("mfu")),
         "sample_share": number(last.get("sample_share")),
         "train_share": number(last.get("train_share")),
         "train_time_semantics": _str(last.get("train_time_semantics")),

@@ -29,7 +29,7 @@ ENTRY_POINT_GROUP = "retrain.backends"
 #: The capabilities that each answer one rule of config validation (retrain.validation)
 VALIDATION_FLAGS = ("multi_device", "remote_service", "full_token_distributions", "inference_servers",
                     "sampler_correction", "ppo_clipping", "optimizer_batch", "exclusive_precisions",
-                    "seeded_options", "strict_advantages", "local_devices")
+                    "seeded_options", "strict_advantages", "local_devices", "sampler_truncation")
 
 
 def _plain(value: Any) -> Any:
@@ -79,6 +79,10 @@ class BackendCapabilities:
     # trains on this machine's [backend] devices: a config naming a GPU this machine does not
     # show is warned about before the run starts (retrain.commands.machine)
     local_devices: bool = False
+    # scores each sampled token under the truncation (top_p, top_k, min_p) its in-process
+    # engine ([inference] engine = "pytorch") drew it with, so losses that read the policy
+    # ratio may run with a truncating sampler there (retrain.validation.ratio)
+    sampler_truncation: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -151,7 +155,8 @@ _BUILTIN = {
                                          reference_kl=True, policy_losses=POLICY_LOSS_MODES,
                                          ratio_levels=RATIO_LEVELS, multi_device=True, inference_servers=True,
                                          sampler_correction=True, ppo_clipping=True, optimizer_batch=True,
-                                         seeded_options=("strict_deterministic",), local_devices=True),
+                                         seeded_options=("strict_deterministic",), local_devices=True,
+                                         sampler_truncation=True),
         dependency="torch",
         hint="pip install retrain-backends-local",
     ),

@@ -86,16 +86,19 @@ def _expandable(v: Any) -> str | None:
 _TRAIN_SHARED: dict[str, OptionSpec] = {
     "train_microbatch_size": _i(0, description="Rows per micro-batch; 0 = whole batch."),
     "train_logprob_chunk_size": _i(0, description="Tokens per chunk of the selected-token logprob path; 0 = auto."),
-    "train_selective_suffix_logits": _b(False, "Compute logits only for completion positions."),
+    "train_selective_suffix_logits": _b(False, "Run the LM head only at the positions the loss reads (else at every position)."),
     "train_save_on_cpu": _b(False, "CUDA: keep the activations autograd saves in CPU memory until the backward."),
     "train_save_on_cpu_pin_memory": _b(True, "CUDA: pinned host memory for the offloaded activations (non-blocking copies)."),
     "train_save_on_cpu_min_numel": _i(0, description="CUDA: offload only saved tensors of at least this many elements; 0 = all."),
-    "train_supervised_context_tokens": _i(0),
+    "train_supervised_context_tokens": _i(0, description="Train each row on at most this many tokens before its first "
+                                                         "trained one (the rest of the prompt is dropped); 0 = all."),
     "train_unsloth_fused_ce": _s("off", ("off", "auto", "require")),
     "train_unsloth_fused_ce_target_gb": OptionSpec(float, 0.0, validator=_ge0),
     "train_unsloth_fused_ce_torch_compile": _b(True),
-    "train_compile_selective_ce": _s("off", ("off", "auto", "require")),
-    "train_compile_selective_ce_min_tokens": _i(128),
+    "train_compile_selective_ce": _s("off", ("off", "auto", "require"),
+                                     description="CUDA: the LM head and log-softmax of the selected positions as one "
+                                                 "torch.compile'd graph (auto: where it applies, require: or fail)."),
+    "train_compile_selective_ce_min_tokens": _i(128, description="Fewest selected positions worth the compiled graph."),
     "lora_target_modules": _s("", description="Comma list of module-name suffixes; empty = all attention and MLP projections."),
     "liger_kernel": _b(False, "Liger's fused kernels (not built yet: true is refused)."),
     "liger_fused_linear_ce": _b(False, "Liger's fused linear cross-entropy (not built yet: true is refused)."),
@@ -109,7 +112,17 @@ _TRAIN_SHARED: dict[str, OptionSpec] = {
 
 LOCAL_OPTIONS: dict[str, OptionSpec] = {
     **_TRAIN_SHARED,
-    "train_sft_microbatch_token_budget": _i(0, description="SFT: padded tokens per micro-batch (rows x widest row); 0 = off."),
+    "train_selective_suffix_logits": _b(True, "Run the LM head only at the positions the loss reads (else at every position)."),
+    "train_microbatch_token_budget": _i(0, description="Tokens one training micro-batch runs over (RL and SFT): a packed "
+                                                       "stream's tokens, or rows x widest row when padded; 0 = no cap."),
+    "train_sft_microbatch_token_budget": _i(0, description="SFT: train_microbatch_token_budget for supervised steps "
+                                                           "(the reference's name); 0 = that budget."),
+    "train_padding_free": _s("auto", ("auto", "true", "false"),
+                             description="Pack each micro-batch's rows end to end without padding, a prompt shared by "
+                                         "several rows computed once (auto: where the model supports it)."),
+    "train_base_dtype": _s("auto", ("auto", "bfloat16", "float32"),
+                           description="The frozen base weights of a LoRA run (auto: bfloat16 on CUDA, float32 on the "
+                                       "CPU); adapters and optimizer state stay float32."),
     "cuda_expandable_segments": OptionSpec(str, "auto", validator=_expandable,
                                            description="CUDA allocator's expandable segments: off, auto (when layers skip checkpointing), on."),
     "strict_deterministic": _b(False, "Deterministic kernels; needs a seed."),
@@ -150,6 +163,7 @@ LOCAL_OPTIONS: dict[str, OptionSpec] = {
 
 _CHECKPOINTING_ON_CUDA = "gradient checkpointing is used on CUDA only"
 _ACTIVATIONS_ON_CPU = "activations are in CPU memory already"
+_COMPILED_ON_CUDA = "the compiled selected-token graph is built for CUDA only"
 #: The local backend's options that only CUDA reads, and why each does nothing on the CPU
 _LOCAL_CUDA_ONLY = {
     "gradient_checkpointing": _CHECKPOINTING_ON_CUDA,
@@ -161,6 +175,8 @@ _LOCAL_CUDA_ONLY = {
     "cuda_empty_cache": "there is no CUDA cache",
     "cuda_expandable_segments": "there is no CUDA allocator",
     "sample_cuda_graphs": "CUDA graphs need a CUDA device",
+    "train_compile_selective_ce": _COMPILED_ON_CUDA,
+    "train_compile_selective_ce_min_tokens": _COMPILED_ON_CUDA,
 }
 LOCAL_OPTIONS = {name: replace(spec, cuda_only=_LOCAL_CUDA_ONLY.get(name, "")) for name, spec in LOCAL_OPTIONS.items()}
 

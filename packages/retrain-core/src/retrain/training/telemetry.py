@@ -29,7 +29,7 @@ WALL_CLOCK_FIELDS = frozenset({
     "scoring_time_s", "elapsed_s", "async/produce_s", "async/wait_s", "async/overlap",
     "engine_generation_wall_s", "engine_adapter_reload_s", "engine_adapter_save_s", "eval/wall_s",
     "env/env_s", "env/env_wall_s", "env/score_s", "env/time_share", "env/adapter_publish_s",
-    "supervised_tokens_per_second",
+    "supervised_tokens_per_second", "train_tokens_per_s", "mfu",
     # timing spans (retrain.process.spans) beyond the keys above
     "sync_time_s", "score_time_s", "train/forward_time_s", "train/backward_time_s", "train/optimizer_time_s",
 })

@@ -120,9 +120,13 @@ _TRAIN_SHARED_NOT_BUILT: dict[str, tuple[str, str]] = {
 }
 
 #: [backend.options] of built backends that nothing reads yet: backend -> option -> (what, instead).
+#: The shared training options the local backend builds (its training path: micro-batches, logits)
+_LOCAL_TRAIN_BUILT = ("train_selective_suffix_logits", "train_supervised_context_tokens", "train_compile_selective_ce",
+                      "train_compile_selective_ce_min_tokens")
+
 NOT_BUILT_OPTIONS: dict[str, dict[str, tuple[str, str]]] = {
     "local": {
-        **_TRAIN_SHARED_NOT_BUILT,
+        **{k: v for k, v in _TRAIN_SHARED_NOT_BUILT.items() if k not in _LOCAL_TRAIN_BUILT},
         "sample_kv_quantization": _OSCAR,
         "sample_oscar_repo": _OSCAR,
         "sample_oscar_bits": _OSCAR,

@@ -9,6 +9,9 @@ Contract:
 - results are fp32 whatever the input dtype; bf16/fp16 operands are multiplied with fp32
   accumulation and everything after the product is fp32;
 - rows whose target is `ignore_index` give logprob 0, entropy 0 and no gradient;
+- with `floor` [N] (a sampler's truncation: top-p, top-k, min-p), a row's scaled logits below
+  its floor leave its normalisation, the target's always counts: logprob = z[target] −
+  LSE(z over the kept set) and entropy is the kept distribution's. `−inf` keeps every id;
 - differentiable w.r.t. hidden, weight, bias and the LoRA factors. No [N, V] tensor exists:
   at most about `chunk_size × V` logits are alive at once (see "Chunks" below);
 - the torch path and the Triton path compute the same quantities; `reference_selected_logprobs`
@@ -61,8 +64,12 @@ def selected_logprobs(
     ignore_index: int = -100,
     chunk_size: int = 0,
     path: str | None = None,
+    floor: torch.Tensor | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """logprobs [...] (and entropies [...]) of `targets` [...] under hidden [..., H] · Wᵀ.
+
+    `floor` [...] (fp32, like `targets`): each row's truncation in scaled-logit units (see
+    the module docstring); None keeps every vocabulary id of every row.
 
     `chunk_size` bounds the logits alive at once to about `chunk_size × V` (0: about
     `*_CHUNK_ELEMENTS`); `path` (`auto|triton|torch`) overrides the mode installed in
@@ -72,6 +79,9 @@ def selected_logprobs(
         raise ValueError(f"temperature must be > 0, got {temperature}")
     h = hidden.reshape(-1, hidden.shape[-1])
     t = targets.reshape(-1)
+    fl = floor.reshape(-1).to(F32) if floor is not None else None
+    if fl is not None and fl.shape != t.shape:
+        raise ValueError(f"floor shape {tuple(floor.shape)} != targets' {tuple(targets.shape)}")  # type: ignore[union-attr]
     _check_shapes(h, weight, t, bias, lora)
     _check_targets(t, weight.shape[0], ignore_index)
     if t.numel() == 0:  # nothing to compute; keep the graph so `.backward()` still works
@@ -91,7 +101,7 @@ def selected_logprobs(
         and (bias is None or not bias.requires_grad)
     )
     lp, ent = _SelectedLogprobs.apply(
-        h, weight, bias, *(low or (None, None)), t,
+        h, weight, bias, *(low or (None, None)), t, fl,
         1.0 / temperature, ignore_index, return_entropy, chunk_size, impl, eager,
     )
     lp = lp.reshape(targets.shape)
@@ -182,12 +192,12 @@ class _Impl(Protocol):
 
     def stats(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
               low: LowRank | None, t: torch.Tensor, inv_t: float, want_entropy: bool,
-              cols: int, scratch: _Scratch) -> RowStats: ...
+              cols: int, scratch: _Scratch, floor: torch.Tensor | None) -> RowStats: ...
 
     def logit_grad(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
                    low: LowRank | None, t_local: torch.Tensor, stats: RowStats,
                    g_lp: torch.Tensor, g_ent: torch.Tensor | None, inv_t: float,
-                   scratch: _Scratch) -> torch.Tensor: ...
+                   scratch: _Scratch, floor: torch.Tensor | None) -> torch.Tensor: ...
 
 
 def _chunks(n: int, step: int) -> list[tuple[int, int]]:
@@ -203,6 +213,23 @@ def _columns(w: torch.Tensor, b: torch.Tensor | None, low: LowRank | None, v0: i
 
 def _local_targets(t: torch.Tensor, v0: int, v1: int) -> torch.Tensor:
     return torch.where((t >= v0) & (t < v1), t - v0, -1)
+
+
+# What a logit left out by a row's floor becomes: finite, so that a chunk whose every logit
+# is left out still has a finite max (exp(z − max) then counts it with weight exp(−1e30 − top)
+# = 0 once merged) and 0 · z stays 0 in the entropy terms.
+DROPPED = -1.0e30
+
+
+def truncate_(z: torch.Tensor, floor: torch.Tensor | None, t_local: torch.Tensor) -> torch.Tensor:
+    """Scaled logits z [n, cols] with those below their row's `floor` set to DROPPED, in place;
+    the row's target (`t_local`, −1 when outside these columns) is always kept."""
+    if floor is None:
+        return z
+    drop = z < floor[:, None]
+    inside = (t_local >= 0).nonzero().squeeze(1)
+    drop[inside, t_local[inside]] = False
+    return z.masked_fill_(drop, DROPPED)
 
 
 class _Scratch:
@@ -237,7 +264,9 @@ class _TorchImpl:
         return x if emits_f32(x) else x.to(F32)
 
     def logits(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
-               low: LowRank | None, inv_t: float, scratch: _Scratch) -> torch.Tensor:
+               low: LowRank | None, inv_t: float, scratch: _Scratch,
+               floor: torch.Tensor | None = None, t_local: torch.Tensor | None = None) -> torch.Tensor:
+        """Scaled logits of a chunk, truncated by `floor` (targets `t_local` kept)."""
         z = scratch.take(0, h.shape[0], w.shape[0], h.device)
         mm_into(z, h, w.t())
         if low is not None:
@@ -246,15 +275,17 @@ class _TorchImpl:
             z += b.to(F32)
         if inv_t != 1.0:
             z *= inv_t
+        if floor is not None and t_local is not None:
+            truncate_(z, floor, t_local)
         return z
 
     def stats(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
               low: LowRank | None, t: torch.Tensor, inv_t: float, want_entropy: bool,
-              cols: int, scratch: _Scratch) -> RowStats:
+              cols: int, scratch: _Scratch, floor: torch.Tensor | None) -> RowStats:
         parts = []
         for v0, v1 in _chunks(w.shape[0], cols):
-            z = self.logits(h, *_columns(w, b, low, v0, v1), inv_t, scratch)
             local = _local_targets(t, v0, v1)
+            z = self.logits(h, *_columns(w, b, low, v0, v1), inv_t, scratch, floor, local)
             zt = z.gather(1, local.clamp(min=0)[:, None]).squeeze(1).masked_fill_(local < 0, 0)
             mx = z.amax(dim=1)
             z -= mx[:, None]
@@ -272,8 +303,8 @@ class _TorchImpl:
     def logit_grad(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
                    low: LowRank | None, t_local: torch.Tensor, stats: RowStats,
                    g_lp: torch.Tensor, g_ent: torch.Tensor | None, inv_t: float,
-                   scratch: _Scratch) -> torch.Tensor:
-        z = self.logits(h, w, b, low, inv_t, scratch)  # the forward's chunk, bit for bit
+                   scratch: _Scratch, floor: torch.Tensor | None) -> torch.Tensor:
+        z = self.logits(h, w, b, low, inv_t, scratch, floor, t_local)  # the forward's chunk, bit for bit
         z -= stats.top[:, None]
         if g_ent is not None and stats.entropy is not None:  # needs p and z: a second buffer
             p = torch.sub(z, stats.log_norm[:, None], out=scratch.take(1, *z.shape, z.device))
@@ -293,7 +324,7 @@ class _TorchImpl:
 
     def eager_grads(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
                     t: torch.Tensor, inv_t: float, want_entropy: bool, rows: int,
-                    ) -> tuple[RowStats, torch.Tensor, torch.Tensor | None]:
+                    floor: torch.Tensor | None) -> tuple[RowStats, torch.Tensor, torch.Tensor | None]:
         """Forward statistics plus ∂logprob/∂h (and ∂entropy/∂h) for a frozen head.
 
         With W frozen the gradient w.r.t. h is linear in the per-row upstream gradients, so
@@ -306,7 +337,8 @@ class _TorchImpl:
         d_lp = torch.empty((n, w.shape[1]), device=h.device, dtype=F32)
         d_ent = torch.empty_like(d_lp) if want_entropy else None
         for i, j in _chunks(n, rows):
-            z = self.logits(h[i:j], w, b, None, inv_t, scratch)
+            z = self.logits(h[i:j], w, b, None, inv_t, scratch,
+                            floor[i:j] if floor is not None else None, t[i:j])
             top = z.amax(dim=1, keepdim=True)
             z -= top
             target = z.gather(1, t[i:j, None]).squeeze(1)
@@ -349,20 +381,20 @@ class _TritonImpl:
 
     def stats(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
               low: LowRank | None, t: torch.Tensor, inv_t: float, want_entropy: bool,
-              cols: int, scratch: _Scratch) -> RowStats:
+              cols: int, scratch: _Scratch, floor: torch.Tensor | None) -> RowStats:
         from retrain.kernels.triton.logprobs import forward_partials  # one pass over V
 
-        return merge_slices(*forward_partials(h, w, b, low, t, inv_t, want_entropy))
+        return merge_slices(*forward_partials(h, w, b, low, t, inv_t, want_entropy, floor=floor))
 
     def logit_grad(self, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
                    low: LowRank | None, t_local: torch.Tensor, stats: RowStats,
                    g_lp: torch.Tensor, g_ent: torch.Tensor | None, inv_t: float,
-                   scratch: _Scratch) -> torch.Tensor:
+                   scratch: _Scratch, floor: torch.Tensor | None) -> torch.Tensor:
         from retrain.kernels.triton.logprobs import logit_grad
 
         ez = stats.log_norm - stats.entropy if stats.entropy is not None else None
         return logit_grad(h, w, b, low, t_local, stats.top, stats.log_norm, ez, g_lp,
-                          g_ent if ez is not None else None, inv_t)
+                          g_ent if ez is not None else None, inv_t, floor=floor)
 
 
 class _SelectedLogprobs(torch.autograd.Function):
@@ -372,7 +404,7 @@ class _SelectedLogprobs(torch.autograd.Function):
     def forward(
         ctx: torch.autograd.function.FunctionCtx,
         h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
-        u: torch.Tensor | None, lb: torch.Tensor | None, t: torch.Tensor,
+        u: torch.Tensor | None, lb: torch.Tensor | None, t: torch.Tensor, floor: torch.Tensor | None,
         inv_t: float, ignore_index: int, want_entropy: bool, chunk_size: int,
         impl: _Impl, eager: bool,
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -386,11 +418,11 @@ class _SelectedLogprobs(torch.autograd.Function):
         if eager:
             assert isinstance(impl, _TorchImpl)
             rows = max(1, budget // vocab)
-            stats, d_lp, d_ent = impl.eager_grads(ho, wo, b, safe, inv_t, want_entropy, rows)
+            stats, d_lp, d_ent = impl.eager_grads(ho, wo, b, safe, inv_t, want_entropy, rows, floor)
         else:
             low = (impl.operand(u), impl.operand(lb)) if u is not None and lb is not None else None
             scratch = _Scratch(h.device)
-            stats = impl.stats(ho, wo, b, low, safe, inv_t, want_entropy, cols, scratch)
+            stats = impl.stats(ho, wo, b, low, safe, inv_t, want_entropy, cols, scratch, floor)
         del ho, wo
         zero = torch.zeros((), dtype=F32, device=valid.device)
         lp = torch.where(valid, stats.target - stats.log_norm, zero)
@@ -401,7 +433,7 @@ class _SelectedLogprobs(torch.autograd.Function):
         if eager:
             ctx.save_for_backward(valid, d_lp, d_ent)
         else:
-            ctx.save_for_backward(valid, h, w, b, u, lb, safe, *stats)
+            ctx.save_for_backward(valid, h, w, b, u, lb, safe, floor, *stats)
         ctx.config = (inv_t, want_entropy, cols, impl, eager, h.dtype)  # type: ignore[attr-defined]
         return lp, entropy
 
@@ -413,14 +445,14 @@ class _SelectedLogprobs(torch.autograd.Function):
         valid, *saved = ctx.saved_tensors  # type: ignore[attr-defined]
         g_lp = torch.where(valid, g_lp.float(), 0.0)
         g_ent_rows = torch.where(valid, g_ent.float(), 0.0) if want_entropy else None
-        untouched = (None,) * 7
+        untouched = (None,) * 8
         if eager:
             d_lp, d_ent = saved
             grad_h = d_lp * g_lp[:, None]
             if d_ent is not None and g_ent_rows is not None:
                 grad_h += d_ent * g_ent_rows[:, None]
             return (grad_h.to(h_dtype), None, None, None, None, *untouched)
-        h, w, b, u, lb, t, *stat_fields = saved
+        h, w, b, u, lb, t, floor, *stat_fields = saved
         stats = RowStats(*stat_fields)
         needs = ctx.needs_input_grad  # type: ignore[attr-defined]
         need_h, need_w, need_b, need_u, need_lb = needs[:5]
@@ -436,7 +468,7 @@ class _SelectedLogprobs(torch.autograd.Function):
         for v0, v1 in _chunks(w.shape[0], cols):
             w_c, b_c, low_c = _columns(wo, b, low, v0, v1)
             dr = impl.logit_grad(ho, w_c, b_c, low_c, _local_targets(t, v0, v1), stats,
-                                 g_lp, g_ent_rows, inv_t, scratch)
+                                 g_lp, g_ent_rows, inv_t, scratch, floor)
             if grad_h is not None:
                 mm_f32_acc(grad_h, dr, w_c)
             if grad_w is not None:

@@ -23,8 +23,10 @@ def reference_selected_logprobs(
     temperature: float = 1.0,
     return_entropy: bool = False,
     ignore_index: int = -100,
+    floor: torch.Tensor | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """The naive definition: full fp32 logits, log_softmax, gather (what the kernels avoid)."""
+    """The naive definition: full fp32 logits, log_softmax, gather (what the kernels avoid);
+    with `floor`, the log_softmax runs over each row's logits at or above it and its target."""
     h = hidden.reshape(-1, hidden.shape[-1]).float()
     t = targets.reshape(-1)
     logits = h @ weight.float().t()
@@ -33,12 +35,18 @@ def reference_selected_logprobs(
         logits = logits + lora.scaling * (x @ lora.a.float().t()) @ lora.b.float().t()
     if bias is not None:
         logits = logits + bias.float()
-    logp = torch.log_softmax(logits / temperature, dim=-1)
+    z = logits / temperature
     valid = t != ignore_index
     safe = torch.where(valid, t, 0)
+    if floor is not None:
+        drop = z < floor.reshape(-1, 1).float()
+        drop[torch.arange(z.shape[0]), safe] = False
+        z = z.masked_fill(drop, float("-inf"))
+    logp = torch.log_softmax(z, dim=-1)
     zero = torch.zeros((), dtype=F32, device=logp.device)
     lp = torch.where(valid, logp.gather(1, safe[:, None]).squeeze(1), zero).reshape(targets.shape)
     if not return_entropy:
         return lp
-    ent = -(logp.exp() * logp).sum(dim=-1)
+    kept = torch.where(torch.isfinite(logp), logp, zero)  # 0 · log 0 = 0 for a truncated id
+    ent = -(logp.exp() * kept).sum(dim=-1)
     return lp, torch.where(valid, ent, zero).reshape(targets.shape)

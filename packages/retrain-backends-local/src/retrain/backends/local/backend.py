@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from retrain.backends.local import determinism, echo, state
-from retrain.backends.local.batch import Batch, collate, micro_batches, token_budget_micro_batches
+from retrain.backends.local import determinism, echo, micro, state
+from retrain.backends.local.batch import Batch, collate, crop_context
 from retrain.backends.local.device import autocast_dtype
 from retrain.backends.local.logprobs import action_logprobs
 from retrain.backends.local.lora import apply_lora, freeze_lora_a
@@ -33,7 +33,9 @@ from retrain.backends.local.memory import (
 )
 from retrain.backends.local.mismatch import Mismatch
 from retrain.backends.local.options import LocalOptions
+from retrain.backends.local.passes import Passes, packing_refusal
 from retrain.backends.local.placement import place
+from retrain.backends.local.precision import base_dtype, cast_frozen
 from retrain.backends.local.reference import Reference
 from retrain.backends.local.server import ServerLink
 from retrain.backends.local.sync import MergedSampler
@@ -126,6 +128,14 @@ class LocalBackend:
         set_kernel_mode(o.kernels)
         reset_kernel_metrics()  # the record is process-wide: a run's first row counts only its own calls
         self.model = self._place(model)
+        self.packing = packing_refusal(o, self.model, distributed=self.world.distributed,
+                                       device=self.device)  # before bf16 below
+        self.base_dtype = base_dtype(o.train_base_dtype if not self.world.distributed else "float32",
+                                     self.device, lora=self.lora)
+        if self.world.distributed and o.train_base_dtype == "bfloat16":
+            raise UserError("train_base_dtype = \"bfloat16\" with several processes is not built yet in this "
+                            "version (FSDP shards one dtype)", hint='train_base_dtype = "auto"')
+        cast_frozen(self.model, self.base_dtype)
         self.family_metrics = prepare_family(self.family, self.model, dataclasses.asdict(o))
         fast = self.lora and self.patch_lora_kernels and o.lora_fast_linear
         self.fused_lora_layers = patch_peft_lora(self.model) if fast else 0
@@ -134,6 +144,7 @@ class LocalBackend:
         self.reference = Reference(self.model, lora=self.lora) if t.kl_coef > 0 else None
         if self.sampler is not None:
             self.sampler.model.to(self.device)
+            cast_frozen(self.sampler.model, self.base_dtype)  # it samples the base the policy trains on
             self.sampler.bind(self.model)
         if self.device.type == "cuda":
             self.memory_metrics.update(configure_checkpointing(
@@ -180,6 +191,8 @@ class LocalBackend:
         self.autocast = autocast_dtype(self.device)
         self.mismatch = Mismatch(config.inference.importance_sampling_correction,
                                  config.inference.importance_sampling_cap, config.inference.importance_sampling_mode)
+        self.passes = Passes.plan(config, self.options, self.model, packing=self.packing, device=self.device,
+                                  checkpointed=self.memory_metrics.get("local_checkpointed_layers", 0))
 
     # model construction (hooks of variants) ---------------------------------------------
     def _load_base(self, config: TrainConfig, spec: ModelSpec) -> tuple[torch.nn.Module, Any]:
@@ -286,15 +299,18 @@ class LocalBackend:
             group["weight_decay"] = weight_decay
 
     def _new_logprobs(self, mb: Batch, positions: torch.Tensor | None = None,
-                      model: torch.nn.Module | None = None) -> torch.Tensor:
-        """Logprobs at `positions` (default: the sampled tokens) under the policy, or `model`."""
+                      model: torch.nn.Module | None = None, *, sampled: bool = True) -> torch.Tensor:
+        """Logprobs at `positions` (default: the sampled tokens) under the policy, or `model`.
+        Sampled tokens are scored under the sampler's truncation (local.truncation); `sampled`
+        = False (supervised rows) scores every position over the whole vocabulary."""
         chunk = self.options.train_logprob_chunk_size
+        where = mb.action if positions is None else positions
+        scoring = self.passes.scoring(None if positions is None else mb.action[where], sampled=sampled)
         with self._autocast():
-            where = mb.action if positions is None else positions
             if model is None and self.root is not None:
-                return self.root(mb.input_ids, mb.attention_mask, where, self.temperature, chunk)
+                return self.root(mb.input_ids, mb.attention_mask, where, self.temperature, chunk, scoring=scoring)
             return action_logprobs(self.model if model is None else model, mb.input_ids, mb.attention_mask, where,
-                                   self.temperature, chunk)
+                                   self.temperature, chunk, packed=mb.packed, scoring=scoring)
 
     def _sync(self) -> None:
         """Wait for the device's queued kernels, so a timing span holds their time (CUDA only)."""
@@ -309,14 +325,29 @@ class LocalBackend:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
 
-    def _micro_batches(self, batch: Batch) -> list[tuple[Batch, bool]]:
-        """(micro-batch, real): the whole batch's, or this rank's share in as many micro-batches
-        as every other rank's (a stand-in of zero weight where its rows run out)."""
+    def _micro_batches(self, batch: Batch, layout: micro.Layout) -> list[tuple[Batch, bool]]:
+        """(micro-batch, real): the whole batch's (local.micro), or this rank's share in as many
+        micro-batches as every other rank's (a stand-in of zero weight where its rows run out)."""
         if not self.world.distributed:
-            return [(mb, True) for mb in micro_batches(batch, self.options.train_microbatch_size)]
+            return [(mb, True) for mb in micro.micro_batches(batch, layout)]
         from retrain.backends.local import distributed
 
         return distributed.rank_micro_batches(batch, self.options.train_microbatch_size, self.world)
+
+    def _packed(self, mb: Batch) -> contextlib.AbstractContextManager[Any]:
+        """Packed rows' attention (local.attention) around a micro-batch's forward and backward:
+        checkpointed layers run their forward again in the backward."""
+        from retrain.backends.local.attention import packed
+
+        return packed(self.model) if mb.packed is not None else contextlib.nullcontext()
+
+    def _finish_update(self, batch: Batch, parts: list[tuple[Batch, bool]], t0: float, forwards: int) -> None:
+        """The update's token and throughput metrics, for the next `runtime_metrics`."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)  # the wall time of work done, not of work queued
+        wall = time.perf_counter() - t0
+        self.train_time_s += wall
+        self.passes.record(batch, [mb for mb, real in parts if real], wall, forwards)
 
     def train_step(self, datums: Sequence[Datum], lr: float, weight_decay: float) -> TrainOutput:
         """One AdamW update on the policy loss of `datums` (aggregated as configured), plus
@@ -325,7 +356,7 @@ class LocalBackend:
         self._set_hyper(lr, weight_decay)
         self.optimizer.zero_grad(set_to_none=True)
         try:
-            out = self.policy_gradients(datums)
+            out, batch, parts = self._policy_pass(datums)
             if out.tokens == 0 and not out.metrics.get("echo/tokens"):
                 return out
             with span("optimizer", self._sync):
@@ -333,63 +364,69 @@ class LocalBackend:
         finally:
             empty_cache(self.device, self.options.cuda_empty_cache)
         self.stale = True
-        self.train_time_s += time.perf_counter() - t0
+        self._finish_update(batch, parts, t0, int(self.reference is not None) + self.loss_config.needs_selection)
         return out
 
     def policy_gradients(self, datums: Sequence[Datum]) -> TrainOutput:
         """The policy loss of `datums`, its gradient accumulated into the trainable
         parameters' `.grad` micro-batch by micro-batch; no optimizer step."""
+        return self._policy_pass(datums)[0]
+
+    def _policy_pass(self, datums: Sequence[Datum]) -> tuple[TrainOutput, Batch, list[tuple[Batch, bool]]]:
+        datums, crop = crop_context(datums, self.options.train_supervised_context_tokens)
         batch = collate(datums, self.tokenizer.pad_token_id, self.device, aggregation=self.loss_aggregation,
                         max_tokens=self.max_tokens)
         total = batch.action_tokens
         echo_tokens = echo.tokens(batch.echo)
         if total == 0 and echo_tokens == 0:
-            return TrainOutput(loss=0.0, tokens=0)
-        selected = self._selected_tokens(batch) if self.loss_config.needs_selection else None
+            return TrainOutput(loss=0.0, tokens=0), batch, []
+        parts = self._micro_batches(batch, self.passes.rl)
+        selected = self._selected_tokens(batch, [mb for mb, _ in parts]) if self.loss_config.needs_selection \
+            else None
         tally = PolicyTally()
-        offset = 0  # into `selected`, which spans the whole batch's action tokens
-        for mb, real in self._micro_batches(batch):
-            with self.offload.context(self.device):  # saved activations wait in CPU memory (CUDA)
-                offset = self._micro_batch_gradients(mb, real, selected, offset, tally)
+        for mb, real in parts:
+            with self.offload.context(self.device), self._packed(mb):  # offload: CUDA's activations to the CPU
+                self._micro_batch_gradients(mb, real, selected, tally)
         if self.world.distributed:
             tally.sum_ranks(self.device)
         metrics: dict[str, float | int | str] = dict(self.mismatch.metrics())
         metrics.update(tally.metrics(total, echo_tokens, reference=self.reference is not None))
+        metrics.update(crop)
         self.mismatch = self.mismatch.fresh()
-        return TrainOutput(loss=tally.loss, tokens=total, metrics=metrics)
+        return TrainOutput(loss=tally.loss, tokens=total, metrics=metrics), batch, parts
 
-    def _selected_tokens(self, batch: Batch) -> torch.Tensor:
-        """The tokens a selecting objective (KL-Cov, Clip-Cov) trains on, chosen over the whole
-        batch before any micro-batch's backward."""
+    def _selected_tokens(self, batch: Batch, parts: list[Batch]) -> torch.Tensor:
+        """[B, L-1]: the tokens a selecting objective (KL-Cov, Clip-Cov) trains on, chosen over
+        the whole batch before any micro-batch's backward."""
         with torch.no_grad():
-            new_all = torch.cat([self._new_logprobs(mb).float()
-                                 for mb in micro_batches(batch, self.options.train_microbatch_size)])
+            new_all = micro.scatter(batch, parts, [self._new_logprobs(mb).float() for mb in parts])
         anchor_all, _ = self.mismatch.fresh().anchor(new_all, batch.old_logprobs[batch.action],
                                                      batch.action.nonzero()[:, 0])
-        return select_tokens(self.loss_config, new_all, anchor_all,
-                             batch.advantages[batch.action], self.select_generator)
+        chosen = torch.zeros_like(batch.action)
+        chosen[batch.action] = select_tokens(self.loss_config, new_all, anchor_all,
+                                             batch.advantages[batch.action], self.select_generator)
+        return chosen
 
-    def _micro_batch_gradients(self, mb: Batch, real: bool, selected: torch.Tensor | None, offset: int,
-                               tally: PolicyTally) -> int:
-        """Backward of one micro-batch's loss (counted in `tally` when `real`); the offset into
-        `selected` past its action tokens."""
+    def _micro_batch_gradients(self, mb: Batch, real: bool, selected: torch.Tensor | None,
+                               tally: PolicyTally) -> None:
+        """Backward of one micro-batch's loss (counted in `tally` when `real`); `selected`
+        [B, L-1] marks the step's tokens a selecting objective picked."""
         with span("forward", self._sync):
             new, aux = echo.split(self._new_logprobs(mb, echo.positions(mb.action, mb.echo)).float(),
                                   mb.action, mb.echo)
             n = new.numel()
             if n == 0 and aux is None:
-                return offset
+                return
             loss = aux if aux is not None else new.new_zeros(())
             if aux is not None and real:
                 tally.echo += float(aux.detach())
             if n:
-                sel = selected[offset:offset + n] if selected is not None else None
+                sel = micro.pick(selected, mb) if selected is not None else None
                 loss = loss + self._token_loss(mb, new, sel, real, tally)
         with span("backward", self._sync):
             (loss * self.world.size).backward()  # FSDP averages gradients over ranks
         if real:
             tally.loss += float(loss.detach())
-        return offset + n
 
     def _token_loss(self, mb: Batch, new: torch.Tensor, selected: torch.Tensor | None, real: bool,
                     tally: PolicyTally) -> torch.Tensor:
@@ -413,6 +450,7 @@ class LocalBackend:
     def sft_step(self, datums: Sequence[Datum], lr: float, weight_decay: float) -> TrainOutput:
         """One AdamW update on the supervised loss; positive advantages weight target tokens."""
         t0 = time.perf_counter()
+        datums, crop = crop_context(datums, self.options.train_supervised_context_tokens)
         batch = collate(datums, self.tokenizer.pad_token_id, self.device)
         weight_all = batch.advantages.clamp_min(0) * batch.action
         total = int((weight_all > 0).sum())
@@ -421,13 +459,11 @@ class LocalBackend:
         self._set_hyper(lr, weight_decay)
         self.optimizer.zero_grad(set_to_none=True)
         loss_sum = 0.0
-        budget = self.options.train_sft_microbatch_token_budget
-        parts = self._micro_batches(batch) if budget <= 0 else \
-            [(mb, True) for mb in token_budget_micro_batches(batch, budget, self.options.train_microbatch_size)]
+        parts = self._micro_batches(batch, self.passes.sft)
         for mb, real in parts:
-            with self.offload.context(self.device):  # saved activations wait in CPU memory (CUDA)
+            with self.offload.context(self.device), self._packed(mb):  # offload: CUDA's activations to the CPU
                 with span("forward", self._sync):
-                    new = self._new_logprobs(mb).float()
+                    new = self._new_logprobs(mb, sampled=False).float()
                     if new.numel() == 0:
                         continue
                     w = mb.advantages[mb.action].clamp_min(0) * real
@@ -439,12 +475,12 @@ class LocalBackend:
             from retrain.backends.local import distributed
 
             loss_sum = distributed.sum_floats((loss_sum,), self.device)[0]
-        metrics: dict[str, float | int | str] = {"sft/micro_batches": len(parts)}
+        metrics: dict[str, float | int | str] = {"sft/micro_batches": len(parts), **crop}
         with span("optimizer", self._sync):
             self._step(metrics)
         empty_cache(self.device, self.options.cuda_empty_cache)
         self.stale = True
-        self.train_time_s += time.perf_counter() - t0
+        self._finish_update(batch, parts, t0, 0)
         return TrainOutput(loss=loss_sum, tokens=total, metrics=metrics)
 
     def save_checkpoint(self, path: str) -> str:
@@ -498,6 +534,7 @@ class LocalBackend:
             **self.offload.take(),
             **determinism.proof(),
             **kernel_metrics(reset=True),
+            **self.passes.take(),
         }
 
     def close(self) -> None:

@@ -1,13 +1,16 @@
-"""Datums to padded tensors, and micro-batch slicing."""
+"""Datums to padded tensors, and taking rows of them."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import msgspec
+import numpy as np
 import torch
 
 from retrain.backends.local.loss import token_weights
+from retrain.backends.local.packing import Packed
 from retrain.types import Datum
 
 
@@ -16,7 +19,11 @@ class Batch:
     """Right-padded rows. Shifted views ([:, 1:]) align old logprobs and advantages with the
     token each position predicts; `action` marks the sampled tokens (the datums' loss masks)
     and `weight` is each position's weight in the update's loss (loss.token_weights), fixed
-    for the whole batch so that micro-batches sum to the full-batch loss."""
+    for the whole batch so that micro-batches sum to the full-batch loss.
+
+    A micro-batch is a Batch of some of the step's rows (`take`, `slice`): `origin` holds
+    their indices in the step's batch, `packed` their padding-free layout when it runs packed
+    (retrain.backends.local.micro)."""
 
     input_ids: torch.Tensor  # [B, L]
     attention_mask: torch.Tensor  # [B, L]
@@ -25,6 +32,9 @@ class Batch:
     action: torch.Tensor  # [B, L-1] bool
     weight: torch.Tensor  # [B, L-1]
     echo: torch.Tensor | None = None  # [B, L-1] ECHO weights (retrain.types.Datum.echo_weights), None: no ECHO
+    tokens: list[list[int]] = field(default_factory=list)  # each row's tokens, on the host
+    origin: torch.Tensor | None = None  # [B] the rows' indices in the step's batch (None: it is the step's)
+    packed: Packed | None = None
 
     @property
     def rows(self) -> int:
@@ -34,69 +44,87 @@ class Batch:
     def action_tokens(self) -> int:
         return int(self.action.sum())
 
+    @property
+    def lengths(self) -> list[int]:
+        return [len(t) for t in self.tokens]
+
+    def row_indices(self) -> torch.Tensor:
+        return self.origin if self.origin is not None else torch.arange(self.rows, device=self.input_ids.device)
+
+    def take(self, rows: Sequence[int]) -> Batch:
+        """These rows (in this order), trimmed to the widest of them."""
+        index = torch.tensor(list(rows), dtype=torch.long, device=self.input_ids.device)
+        width = max(2, max((len(self.tokens[r]) for r in rows), default=2))
+        def cut(t: torch.Tensor, shifted: bool = True) -> torch.Tensor:
+            return t.index_select(0, index)[:, : width - shifted]
+
+        return Batch(cut(self.input_ids, False), cut(self.attention_mask, False), cut(self.old_logprobs),
+                     cut(self.advantages), cut(self.action), cut(self.weight),
+                     echo=cut(self.echo) if self.echo is not None else None, tokens=[self.tokens[r] for r in rows],
+                     origin=self.row_indices().index_select(0, index))
+
     def slice(self, start: int, stop: int) -> Batch:
-        b = Batch(self.input_ids[start:stop], self.attention_mask[start:stop], self.old_logprobs[start:stop],
-                  self.advantages[start:stop], self.action[start:stop], self.weight[start:stop],
-                  self.echo[start:stop] if self.echo is not None else None)
-        width = int(b.attention_mask.sum(-1).max()) if b.rows else 1
-        if width < b.input_ids.shape[1]:
-            b = Batch(b.input_ids[:, :width], b.attention_mask[:, :width], b.old_logprobs[:, : width - 1],
-                      b.advantages[:, : width - 1], b.action[:, : width - 1], b.weight[:, : width - 1],
-                      b.echo[:, : width - 1] if b.echo is not None else None)
-        return b
+        return self.take(range(start, stop))
 
 
 def collate(datums: Sequence[Datum], pad_id: int, device: torch.device, *, aggregation: str = "token_mean",
             max_tokens: int = 0) -> Batch:
     width = max(2, max(len(d.tokens) for d in datums))
     rows = len(datums)
-    ids = torch.full((rows, width), pad_id, dtype=torch.long)
-    mask = torch.zeros((rows, width), dtype=torch.long)
-    old = torch.zeros((rows, width), dtype=torch.float32)
-    adv = torch.zeros((rows, width), dtype=torch.float32)
-    sampled = torch.zeros((rows, width), dtype=torch.bool)
-    echo = torch.zeros((rows, width), dtype=torch.float32) if any(d.echo_weights for d in datums) else None
+    ids = np.full((rows, width), pad_id, dtype=np.int64)
+    mask = np.zeros((rows, width), dtype=np.int64)
+    old = np.zeros((rows, width), dtype=np.float32)
+    adv = np.zeros((rows, width), dtype=np.float32)
+    sampled = np.zeros((rows, width), dtype=bool)
+    echo = np.zeros((rows, width), dtype=np.float32) if any(d.echo_weights for d in datums) else None
     for i, d in enumerate(datums):
         n = len(d.tokens)
         lengths = (len(d.logprobs), len(d.advantages)) + (() if d.mask is None else (len(d.mask),))
         if any(k != n for k in lengths):
             raise ValueError(f"datum {i}: tokens, logprobs, advantages (and mask) differ in length "
                              f"({n}, {', '.join(map(str, lengths))})")
-        ids[i, :n] = torch.tensor(d.tokens, dtype=torch.long)
+        ids[i, :n] = d.tokens
         mask[i, :n] = 1
-        old[i, :n] = torch.tensor(d.logprobs, dtype=torch.float32)
-        adv[i, :n] = torch.tensor(d.advantages, dtype=torch.float32)
-        sampled[i, :n] = torch.tensor(d.loss_mask(), dtype=torch.bool)
+        old[i, :n] = d.logprobs
+        adv[i, :n] = d.advantages
+        sampled[i, :n] = d.loss_mask()
         if echo is not None and d.echo_weights:
             if len(d.echo_weights) != n:
                 raise ValueError(f"datum {i}: {len(d.echo_weights)} ECHO weights for {n} tokens")
-            echo[i, :n] = torch.tensor(d.echo_weights, dtype=torch.float32)
-    action = sampled[:, 1:] & mask[:, 1:].bool()
+            echo[i, :n] = d.echo_weights
+    action = torch.from_numpy(sampled[:, 1:] & mask[:, 1:].astype(bool))
     weight = token_weights(aggregation, action, max_tokens)
-    return Batch(ids.to(device), mask.to(device), old[:, 1:].to(device), adv[:, 1:].to(device), action.to(device),
-                 weight.to(device), echo[:, 1:].to(device) if echo is not None else None)
+
+    def put(a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(a).to(device)
+
+    return Batch(put(ids), put(mask), put(old[:, 1:]), put(adv[:, 1:]), action.to(device), weight.to(device),
+                 put(echo[:, 1:]) if echo is not None else None, tokens=[list(d.tokens) for d in datums])
 
 
-def micro_batches(batch: Batch, size: int) -> list[Batch]:
-    if size <= 0 or size >= batch.rows:
-        return [batch]
-    return [batch.slice(i, min(i + size, batch.rows)) for i in range(0, batch.rows, size)]
-
-
-def token_budget_micro_batches(batch: Batch, budget: int, max_rows: int = 0) -> list[Batch]:
-    """Consecutive rows, as many as fit `budget` padded tokens (rows x the widest row's real
-    length; always at least one row) and at most `max_rows` rows (0: no cap). A long row goes
-    alone; short rows share one forward."""
-    lengths = batch.attention_mask.sum(-1).tolist()
-    out: list[Batch] = []
-    start, widest = 0, 0
-    for i, length in enumerate(lengths):
-        wider = max(widest, int(length))
-        rows = i - start + 1
-        if i > start and (rows * wider > budget or (max_rows > 0 and rows > max_rows)):
-            out.append(batch.slice(start, i))
-            start, wider = i, int(length)
-        widest = wider
-    if batch.rows:
-        out.append(batch.slice(start, batch.rows))
-    return out
+def crop_context(datums: Sequence[Datum], context_tokens: int) -> tuple[Sequence[Datum], dict[str, int]]:
+    """`train_supervised_context_tokens`: each datum keeps at most `context_tokens` tokens
+    before its first trained token (in its loss mask, or with an ECHO weight); what comes
+    earlier is dropped, and the row's positions restart at its new first token. No trained
+    token is ever dropped, so every loss denominator is unchanged. 0 keeps every token."""
+    if context_tokens <= 0:
+        return datums, {}
+    out: list[Datum] = []
+    cropped = removed = widest = widest_after = 0
+    for d in datums:
+        trained = d.loss_mask()
+        echo = d.echo_weights or [0.0] * len(d.tokens)
+        first = next((i for i in range(1, len(d.tokens)) if trained[i] or echo[i] > 0), 0)
+        start = max(0, first - context_tokens)
+        widest = max(widest, len(d.tokens))
+        if start:
+            d = msgspec.structs.replace(
+                d, tokens=d.tokens[start:], logprobs=d.logprobs[start:], advantages=d.advantages[start:],
+                mask=d.mask[start:] if d.mask is not None else None,
+                echo_weights=d.echo_weights[start:] if d.echo_weights else d.echo_weights)
+            cropped, removed = cropped + 1, removed + start
+        widest_after = max(widest_after, len(d.tokens))
+        out.append(d)
+    return out, {"local_train_context_rows_cropped": cropped, "local_train_context_tokens_removed": removed,
+                 "local_train_context_original_max_tokens": widest,
+                 "local_train_context_cropped_max_tokens": widest_after}

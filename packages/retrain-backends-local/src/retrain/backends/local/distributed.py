@@ -72,8 +72,8 @@ class LogprobRoot(torch.nn.Module):
         self.model = model
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, action: torch.Tensor,
-                temperature: float, chunk: int) -> torch.Tensor:
-        return action_logprobs(self.model, input_ids, attention_mask, action, temperature, chunk)
+                temperature: float, chunk: int, **scoring: Any) -> torch.Tensor:
+        return action_logprobs(self.model, input_ids, attention_mask, action, temperature, chunk, **scoring)
 
 
 def shard(model: torch.nn.Module, mesh: DeviceMesh, param_dtype: torch.dtype | None) -> tuple[LogprobRoot, int]:

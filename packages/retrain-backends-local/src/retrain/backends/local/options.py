@@ -38,10 +38,17 @@ class LocalOptions:
     lora_detach_input: bool = False
     lora_fast_linear: bool = True  # retrain.kernels' fused LoRA linear; false: peft's own forward
     kernels: str = "auto"
-    # training passes
+    # training passes (retrain.backends.local.micro, .logprobs)
     train_microbatch_size: int = 0  # 0: the whole batch
-    train_sft_microbatch_token_budget: int = 0  # 0: off
+    train_microbatch_token_budget: int = 0  # 0: no cap
+    train_sft_microbatch_token_budget: int = 0  # 0: train_microbatch_token_budget
+    train_padding_free: str = "auto"  # auto, true or false
     train_logprob_chunk_size: int = 0  # 0: the kernels' default
+    train_selective_suffix_logits: bool = True
+    train_supervised_context_tokens: int = 0  # 0: every token before the first trained one
+    train_compile_selective_ce: str = "off"  # off, auto or require
+    train_compile_selective_ce_min_tokens: int = 128
+    train_base_dtype: str = "auto"  # auto, bfloat16 or float32
     # sampling
     sample_merged_lora: str = "auto"
     sample_use_cache: bool = True
@@ -82,8 +89,15 @@ READERS: dict[str, Callable[[Any], Any]] = {
     "lora_fast_linear": bool,
     "kernels": str,
     "train_microbatch_size": int,
+    "train_microbatch_token_budget": int,
     "train_sft_microbatch_token_budget": int,
+    "train_padding_free": str,
     "train_logprob_chunk_size": int,
+    "train_selective_suffix_logits": bool,
+    "train_supervised_context_tokens": int,
+    "train_compile_selective_ce": str,
+    "train_compile_selective_ce_min_tokens": int,
+    "train_base_dtype": str,
     "sample_merged_lora": str,
     "sample_use_cache": bool,
     "sample_decoder": str,

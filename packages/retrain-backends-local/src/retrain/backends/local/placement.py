@@ -69,6 +69,10 @@ def refuse_distributed(config: TrainConfig, options: LocalOptions, size: int) ->
     if PolicyLossConfig(mode=t.policy_loss_mode).needs_selection:
         raise UserError(f"[training] policy_loss_mode = {t.policy_loss_mode!r} with {size} processes is not built "
                         "yet (its token selection spans the whole batch); use one process")
-    if options.train_sft_microbatch_token_budget > 0:
-        raise UserError("train_sft_microbatch_token_budget with several processes is not built yet in this "
-                        "version", hint="use train_microbatch_size")
+    for key in ("train_microbatch_token_budget", "train_sft_microbatch_token_budget"):
+        if getattr(options, key) > 0:
+            raise UserError(f"{key} with several processes is not built yet in this version",
+                            hint="use train_microbatch_size")
+    if options.train_padding_free == "true":
+        raise UserError("train_padding_free = true with several processes is not built yet in this version "
+                        "(each rank trains padded rows)", hint='train_padding_free = "auto"')

@@ -45,5 +45,5 @@ class MergedSampler:
             for adapter in layer.active_adapters:
                 a = layer.lora_A[adapter].weight
                 b = layer.lora_B[adapter].weight
-                merged.addmm_(b, a, alpha=layer.scaling[adapter])
+                merged.addmm_(b.to(merged.dtype), a.to(merged.dtype), alpha=layer.scaling[adapter])  # bf16 base
             linear.weight.copy_(merged)

@@ -71,20 +71,29 @@ def choose(logits: torch.Tensor, params: SamplingParams, generator: torch.Genera
     return choice
 
 
+def truncate_sorted(probs: torch.Tensor, top_k: int, top_p: float, min_p: float) -> torch.Tensor:
+    """Probabilities [B, V] sorted in descending order, truncated: top-k (renormalised), then
+    the top-p nucleus of the rest, then min-p relative to the most likely; a dropped entry is
+    0 and the kept ones are not renormalised after top-k. Each filter keeps a prefix. The one
+    rule of the sampler and of the trainer that scores its tokens (local.truncation); it may
+    write into `probs`."""
+    if 0 < top_k < probs.shape[-1]:
+        probs[:, top_k:] = 0.0
+        probs = probs / probs.sum(dim=-1, keepdim=True)
+    if top_p < 1.0:
+        before = torch.cumsum(probs, dim=-1) - probs
+        probs = probs.masked_fill(before >= top_p, 0.0)
+    if min_p > 0.0:
+        probs = probs.masked_fill(probs < min_p * probs[:, :1], 0.0)
+    return probs
+
+
 def _truncated(z: torch.Tensor, lse: torch.Tensor, params: SamplingParams, uniform: torch.Tensor,
                entropy: torch.Tensor | None, top_n: int) -> Choice:
     """The filters act on probabilities sorted in descending order; the draw happens there and
     the sorted index maps back to the token."""
     sorted_z, order = torch.sort(z, dim=-1, descending=True)
-    kept = (sorted_z - lse).exp_()
-    if 0 < params.top_k < kept.shape[-1]:
-        kept[:, params.top_k:] = 0.0
-        kept = kept / kept.sum(dim=-1, keepdim=True)
-    if params.top_p < 1.0:
-        before = torch.cumsum(kept, dim=-1) - kept
-        kept = kept.masked_fill(before >= params.top_p, 0.0)
-    if params.min_p > 0.0:
-        kept = kept.masked_fill(kept < params.min_p * kept[:, :1], 0.0)
+    kept = truncate_sorted((sorted_z - lse).exp_(), params.top_k, params.top_p, params.min_p)
     index, cdf = _draw(kept, uniform)
     total = cdf[:, -1:]
     token = order.gather(-1, index[:, None]).squeeze(-1)

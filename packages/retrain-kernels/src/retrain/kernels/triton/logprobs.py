@@ -44,15 +44,16 @@ LowRank = tuple[torch.Tensor, torch.Tensor]  # (u = s·h Aᵀ [N, r], B [V, r])
 def _stats_kernel(
     a1_ptr, b1_ptr, K1, s_a1m, s_a1k, s_b1k, s_b1n,
     a2_ptr, b2_ptr, K2, s_a2m, s_a2k, s_b2k, s_b2n,
-    bias_ptr, tgt_ptr, mx_ptr, se_ptr, sz_ptr, zt_ptr,
+    bias_ptr, tgt_ptr, floor_ptr, mx_ptr, se_ptr, sz_ptr, zt_ptr,
     N, V, tiles_per_slice, inv_t,
-    HAS_SECOND: tl.constexpr, HAS_BIAS: tl.constexpr, WANT_ENTROPY: tl.constexpr,
+    HAS_SECOND: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_FLOOR: tl.constexpr, WANT_ENTROPY: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     BLOCK_K2: tl.constexpr, UPCAST: tl.constexpr, PREC1: tl.constexpr, PREC2: tl.constexpr,
 ):
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_mask = rows < N
     tgt = tl.load(tgt_ptr + rows, mask=row_mask, other=-1)
+    fl = tl.load(floor_ptr + rows, mask=row_mask, other=float("-inf"))  # a stand-in without HAS_FLOOR
     v_tiles = tl.cdiv(V, BLOCK_N)
     first = tl.program_id(1) * tiles_per_slice
     count = tl.minimum(tiles_per_slice, v_tiles - first)
@@ -70,6 +71,8 @@ def _stats_kernel(
                      HAS_SECOND, HAS_BIAS, BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_K2, UPCAST,
                      PREC1, PREC2)
         z = z * inv_t
+        if HAS_FLOOR:  # the sampler's truncation: below the floor leaves the sum, the target stays
+            z = tl.where((z < fl[:, None]) & (cols[None, :] != tgt[:, None]), _NEG_BIG, z)
         zt += tl.sum(tl.where(cols[None, :] == tgt[:, None], z, 0.0), axis=1)
         z = tl.where(col_mask[None, :], z, float("-inf"))
         mx_new = tl.maximum(mx, tl.max(z, axis=1))
@@ -93,9 +96,9 @@ def _stats_kernel(
 def _logit_grad_kernel(
     a1_ptr, b1_ptr, K1, s_a1m, s_a1k, s_b1k, s_b1n,
     a2_ptr, b2_ptr, K2, s_a2m, s_a2k, s_b2k, s_b2n,
-    bias_ptr, tgt_ptr, top_ptr, lognorm_ptr, ez_ptr, glp_ptr, gent_ptr, dr_ptr, s_drn,
+    bias_ptr, tgt_ptr, floor_ptr, top_ptr, lognorm_ptr, ez_ptr, glp_ptr, gent_ptr, dr_ptr, s_drn,
     N, V, inv_t,
-    HAS_SECOND: tl.constexpr, HAS_BIAS: tl.constexpr, ENTROPY_GRAD: tl.constexpr,
+    HAS_SECOND: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_FLOOR: tl.constexpr, ENTROPY_GRAD: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     BLOCK_K2: tl.constexpr, UPCAST: tl.constexpr, PREC1: tl.constexpr, PREC2: tl.constexpr,
 ):
@@ -110,6 +113,9 @@ def _logit_grad_kernel(
                  PREC1, PREC2)
     z = z * inv_t
     tgt = tl.load(tgt_ptr + rows, mask=row_mask, other=-1)
+    if HAS_FLOOR:
+        fl = tl.load(floor_ptr + rows, mask=row_mask, other=float("-inf"))
+        z = tl.where((z < fl[:, None]) & (cols[None, :] != tgt[:, None]), _NEG_BIG, z)
     top = tl.load(top_ptr + rows, mask=row_mask, other=0.0)
     log_norm = tl.load(lognorm_ptr + rows, mask=row_mask, other=0.0)
     glp = tl.load(glp_ptr + rows, mask=row_mask, other=0.0)
@@ -148,8 +154,10 @@ def forward_partials(
     inv_t: float,
     want_entropy: bool,
     tiles: Tiles | None = None,
+    floor: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """Per vocabulary slice and row, [slices, N] each: mx, se, sz (or None), target logit.
+    `floor` [N] (fp32): logits below it leave the row's sums, its target excepted.
 
     `retrain.kernels.logprobs.merge_slices` turns them into per-row statistics.
     """
@@ -162,9 +170,9 @@ def forward_partials(
     mx, se, sz, zt = torch.empty((4, slices, n), device=hidden.device, dtype=F32)
     _stats_kernel[(n_blocks, slices)](
         *_pairs(hidden, weight, low),
-        bias if bias is not None else hidden, targets, mx, se, sz, zt,
-        n, v, per_slice, inv_t,
-        WANT_ENTROPY=want_entropy, **_flags(t, hidden, low, bias),
+        bias if bias is not None else hidden, targets, floor if floor is not None else mx,
+        mx, se, sz, zt, n, v, per_slice, inv_t,
+        HAS_FLOOR=floor is not None, WANT_ENTROPY=want_entropy, **_flags(t, hidden, low, bias),
     )
     return mx, se, sz if want_entropy else None, zt
 
@@ -182,6 +190,7 @@ def logit_grad(
     g_ent: torch.Tensor | None,
     inv_t: float,
     tiles: Tiles | None = None,
+    floor: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """∂loss/∂(raw logits), [N, V] in the weight's dtype, for the vocabulary `weight` covers.
 
@@ -198,9 +207,9 @@ def logit_grad(
     entropy_grad = g_ent is not None and ez is not None
     _logit_grad_kernel[(triton.cdiv(n, t.block_m), triton.cdiv(v, t.block_n))](
         *_pairs(hidden, weight, low),
-        bias if bias is not None else hidden, targets_local, top, log_norm,
+        bias if bias is not None else hidden, targets_local, floor if floor is not None else top, top, log_norm,
         ez if entropy_grad else top, g_lp, g_ent if entropy_grad else g_lp, dr, dr.stride(0),
         n, v, inv_t,
-        ENTROPY_GRAD=entropy_grad, **_flags(t, hidden, low, bias),
+        HAS_FLOOR=floor is not None, ENTROPY_GRAD=entropy_grad, **_flags(t, hidden, low, bias),
     )
     return dr
