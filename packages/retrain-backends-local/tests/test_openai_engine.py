@@ -135,10 +135,31 @@ def test_sglang_reload_unloads_then_loads(server: tuple[str, Script]) -> None:
     url, script = server
     e = engine(url, kind="sglang")
     try:
+        assert e.model_for(None) == "m"  # no adapter yet: the base model
         e.reload("/a")
         e.reload("/b")
         paths = [b.get("lora_path") for b in script.bodies]
-        assert paths == ["/a", None, "/b"] and e.request_model == "m:run"
+        assert paths == ["/a", None, "/b"] and e.model_for(None) == "m:run-latest"
+    finally:
+        e.close()
+
+
+def test_each_version_is_loaded_under_its_own_name_and_sampled_by_name(server: tuple[str, Script]) -> None:
+    url, script = server
+    e = engine(url)
+    try:
+        e.load_version(0, "/v0")
+        e.load_version(1, "/v1")
+        e.unload_version(0)
+        e.unload_version(0)  # no longer loaded: nothing sent
+        loads = [(b["lora_name"], b.get("lora_path"), b.get("load_inplace")) for b in script.bodies]
+        assert loads == [("run-policy-v0", "/v0", None), ("run-policy-v1", "/v1", None), ("run-policy-v0", None, None)]
+        assert e.versions == {1}
+        e.load_version(1, "/v1b")  # a version published again is replaced in place
+        assert script.bodies[-1] == {"lora_name": "run-policy-v1", "lora_path": "/v1b", "load_inplace": True}
+        e.generate([[0]], 1, SamplingParams(max_tokens=2, policy_version=1))
+        assert script.bodies[-1]["model"] == "run-policy-v1"
+        assert e.metrics()["engine_adapter_reload_calls"] == 4
     finally:
         e.close()
 

@@ -48,10 +48,10 @@ def _several_devices_settings(c: TrainConfig, n: int, one: str) -> list[ConfigIs
     """Settings not built for a run on several devices."""
     t, several = c.training, f"with {n} devices is {NOT_BUILT_TEXT}"
     refused = (
-        (c.inference.engine != "pytorch", f"engine = {c.inference.engine!r} {several}", "[inference] engine",
-         f'engine = "pytorch", or {one} (docs/scaling.md)'),
-        (t.max_async_level > 0, f"max_async_level = {t.max_async_level} {several}", "[training] max_async_level",
-         "max_async_level = 0"),
+        (t.max_async_level > 0 and c.inference.engine == "pytorch",
+         f'max_async_level = {t.max_async_level} with engine = "pytorch" {several} (the processes sample together, '
+         "in step with training)", "[training] max_async_level",
+         'max_async_level = 0, or engine = "vllm" (docs/scaling.md)'),
         (t.policy_loss_mode in ("kl_cov", "clip_cov"), f"policy_loss_mode = {t.policy_loss_mode!r} {several} (its "
          "token selection spans the whole batch)", "[training] policy_loss_mode",
          f'policy_loss_mode = "standard", or {one}'),

@@ -106,6 +106,13 @@ class InferenceConfig(Section):
           "completion's tokens by the product of their ratios; *_truncate clips the weight at the cap, "
           "*_mask drops the token or completion from the loss."),
     ] = "token_truncate"
+    recompute_stale_logprobs: Annotated[
+        bool,
+        F("With max_async_level > 0: recompute the logprobs of tokens sampled from older weights under those "
+          "weights (one more forward per older version in a step), so engine/logprob_gap_* measure the "
+          "sampler's numerical gap on every step; off, they cover only tokens sampled from the weights that "
+          "train, and the gap to older samples is async/stale_logprob_gap_* (the policy's drift included)."),
+    ] = False
     attention_kernel: Annotated[
         Literal["default", "flash", "triton", "tk", "cutlass"], F("Attention kernel hint.")
     ] = "default"
