@@ -92,16 +92,18 @@ def test_a_run_samples_on_the_server_and_reloads_its_adapter_every_step(server: 
     assert res.returncode == 0, res.stderr
     rows = rl_rows(tmp_path / "vllm")
     assert [r["step"] for r in rows] == [0, 1, 2]
-    # the adapter is pushed at start and after every step that updated the weights, before the next sample
-    updated = [False] + [bool(r["num_datums"]) for r in rows[:-1]]
-    assert [r["engine_adapter_reload_calls"] for r in rows] == [1] + [int(u) for u in updated[1:]], rows
+    # each step's weights are published as a version of their own before it samples (one load),
+    # and the version before unloaded (one more call)
+    assert [r["engine_adapter_reload_calls"] for r in rows] == [1, 2, 2], rows
+    assert all(r["engine_adapter_versions"] == 1 for r in rows)
     assert all(r["engine_requests"] == 2 for r in rows)
     assert all(r["engine_token_recovery_ids"] == 8 and r["engine_token_prompt_fallbacks"] == 0 for r in rows)
-    # the server samples exactly the trainer's policy: every step, after every reload
+    # the server samples exactly the trainer's policy: every step, after every load
     assert all(float(r["engine/logprob_gap_max"]) < 1e-3 for r in rows if r["num_datums"]), rows
-    assert server.counters()["adapter_loads_total"] == before + 1 + sum(updated)
-    ckpt = tmp_path / "vllm" / "adapters" / "checkpoint_step_2"
-    assert (ckpt / "sampler_adapter" / "adapter_model.safetensors").exists()
+    assert server.counters()["adapter_loads_total"] == before + 3
+    assert server.counters()["adapters"] == 0  # the run unloaded its adapters when it ended
+    published = tmp_path / "vllm" / "adapters" / "_published"
+    assert sorted(p.name for p in published.iterdir()) == ["policy-v2"]
     local = retrain(write_run(tmp_path / "pytorch", engine="pytorch", inference={"retries": 5, "timeout_s": 300.0}))
     assert local.returncode == 0, local.stderr
     mean = lambda rs: sum(float(r["mean_reward"]) for r in rs) / len(rs)  # noqa: E731
@@ -121,9 +123,13 @@ def test_async_level_1_overlaps_and_resumes_exactly(server: Served, tmp_path: Pa
     assert retrain(whole).returncode == 0
     rows = rl_rows(tmp_path / "whole")
     assert [r["async/policy_lag"] for r in rows] == [0, 1, 1, 1]
-    assert all("async/overlap" in r for r in rows[1:])
+    assert [r["async/staleness_max"] for r in rows] == [0, 1, 1, 1]
+    assert all("async/overlap" in r and r["async/dropped_samples"] == 0 for r in rows)
     trained = [r for r in rows if r["num_datums"]]
     assert trained and all("engine/is_weight_mean" in r for r in trained)
+    # a step sampled from the weights before the last update reports its gap as drift
+    assert all("async/stale_logprob_gap_max" in r and "engine/logprob_gap_max" not in r for r in trained[1:])
+    assert (tmp_path / "whole" / "adapters" / "checkpoint_step_2" / "sampler_versions.safetensors").is_file()
     cut = write_run(tmp_path / "cut", server.url, inference={"importance_sampling_correction": True}, **kw)
     crashed = retrain(cut, crash="after_checkpoint@1")
     assert crashed.returncode != 0

@@ -217,8 +217,8 @@ class RolloutProducer:
 
     def _collect(self, start: int, batch: Sequence[tuple[Example, list[int]]], group_size: int,
                  version: int) -> StepRollouts:
-        pinned = version if self.versioned and self.level > 0 else None
-        sampling = msgspec.structs.replace(self.flow.sampling, batch_id=start, policy_version=pinned)
+        named = version if self.versioned else None
+        sampling = msgspec.structs.replace(self.flow.sampling, batch_id=start, policy_version=named)
         rollouts = collect(self.backend, self.flow, batch, group_size=group_size, sampling=sampling)
         rollouts.policy_version = version
         return rollouts

@@ -52,6 +52,9 @@ def _several_devices_settings(c: TrainConfig, n: int, one: str) -> list[ConfigIs
          f'max_async_level = {t.max_async_level} with engine = "pytorch" {several} (the processes sample together, '
          "in step with training)", "[training] max_async_level",
          'max_async_level = 0, or engine = "vllm" (docs/scaling.md)'),
+        (c.inference.recompute_stale_logprobs and t.max_async_level > 0,
+         f"recompute_stale_logprobs = true {several} (the older versions are held by rank 0 alone)",
+         "[inference] recompute_stale_logprobs", f"recompute_stale_logprobs = false, or {one}"),
         (t.policy_loss_mode in ("kl_cov", "clip_cov"), f"policy_loss_mode = {t.policy_loss_mode!r} {several} (its "
          "token selection spans the whole batch)", "[training] policy_loss_mode",
          f'policy_loss_mode = "standard", or {one}'),

@@ -5,8 +5,9 @@ Training stays here; sampling goes to the server. Each published version of the 
 atomically to `<adapter_path>/_published/policy-v<N>` and loaded under its own name
 (`<run>-policy-v<N>`), so requests of version N finish on N while N + 1 loads; versions older
 than `keep` behind the newest are unloaded and their folders removed. Evaluation between steps
-samples the latest trained weights, written to `<adapter_path>/_live_adapter` and loaded in
-place as `<run>-latest` when they changed.
+samples the latest trained weights, written to a new folder under `<adapter_path>/_live_adapter`
+and loaded in place as `<run>-latest` when they changed. A run unloads its adapters when it
+ends.
 
 In a run of several processes only rank 0 talks to the server; the weights it writes are
 gathered from every rank (a collective, so every rank calls `publish` and `latest`).
@@ -25,6 +26,7 @@ from retrain.backends.local.checkpointing import save_weights, write_dir_atomic
 from retrain.backends.local.versions import Snapshot
 from retrain.backends.tokenizer import HFTokenizer
 from retrain.config.schema import TrainConfig
+from retrain.inference_engine.openai.client import InferenceServerError
 from retrain.inference_engine.openai.engine import (
     API_KEY_ENV,
     OpenAIEngine,
@@ -64,6 +66,7 @@ class ServerLink:
             self.engine.close()
             raise
         self.save_s = 0.0
+        self.latest_writes = 0
 
     @property
     def url(self) -> str:
@@ -82,10 +85,14 @@ class ServerLink:
             shutil.rmtree(self.published / f"policy-v{old}", ignore_errors=True)
 
     def latest(self, model: Any) -> None:
-        """The latest trained weights, for a sample that names no version."""
-        self._write(self.live, model, None)
+        """The latest trained weights, for a sample that names no version. Each write goes to a
+        new folder: vLLM keeps the prefix cache of an adapter reloaded from the same path."""
+        self.latest_writes += 1
+        folder = self.live / f"update-{self.latest_writes}"
+        self._write(folder, model, None)
         if self.world.leader:
-            self.engine.reload(str(self.live))
+            self.engine.reload(str(folder))
+            shutil.rmtree(self.live / f"update-{self.latest_writes - 1}", ignore_errors=True)
 
     def _write(self, folder: Path, model: Any, weights: Snapshot | None) -> None:
         t0 = time.perf_counter()
@@ -109,4 +116,12 @@ class ServerLink:
         return out
 
     def close(self) -> None:
-        self.engine.close()
+        """Unload the run's adapters (a server outlives its runs; a resumed run loads what it
+        needs again), then close the connection; a server already gone is no error here."""
+        try:
+            if self.world.leader:
+                self.engine.unload_all()
+        except InferenceServerError:
+            pass
+        finally:
+            self.engine.close()

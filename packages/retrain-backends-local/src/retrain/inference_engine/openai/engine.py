@@ -20,6 +20,7 @@ because sampling from a stale policy would train silently on the wrong data.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
 from collections.abc import Callable, Sequence
@@ -126,6 +127,15 @@ class OpenAIEngine:
             self._timed(self._unload(self.version_name(version)))
             self.versions.discard(version)
 
+    def unload_all(self) -> None:
+        """Every version and the latest adapter, unloaded without retries."""
+        names = [self.version_name(v) for v in sorted(self.versions)] + ([self.latest_name] if self.adapter_loaded else [])
+        self.versions.clear()
+        self.adapter_loaded = False
+        for name in names:
+            self.client.run(self.client.request("POST", f"{self._lora_prefix}/unload_lora_adapter",
+                                                {"lora_name": name}, what="unloading an adapter", retry=False))
+
     def reload(self, adapter_dir: str) -> None:
         """Make the `-latest` adapter the one in `adapter_dir`."""
         self._timed(self._load(self.latest_name, adapter_dir, replace=self.adapter_loaded))
@@ -146,16 +156,22 @@ class OpenAIEngine:
                                   what="unloading an adapter")
 
     async def _load(self, name: str, adapter_dir: str, *, replace: bool) -> None:
-        """`replace`: a name already loaded gets the new weights (vLLM in place, others by
-        unloading first)."""
+        """Load `adapter_dir` as `name`, replacing what the name held (a run killed before it
+        unloaded its adapters leaves them loaded for its resumed run): vLLM in place, the others
+        by unloading first (`replace`: the name is known to be loaded; else whatever the
+        server answers to the unload)."""
         try:
             if self.kind == "vllm":
-                body: dict[str, Any] = {"lora_name": name, "lora_path": adapter_dir}
-                await self.client.request("POST", "/v1/load_lora_adapter", {**body, "load_inplace": True} if replace
-                                          else body, what="loading the adapter")
+                await self.client.request("POST", "/v1/load_lora_adapter",
+                                          {"lora_name": name, "lora_path": adapter_dir, "load_inplace": True},
+                                          what="loading the adapter")
                 return
             if replace:
                 await self._unload(name)
+            else:
+                with contextlib.suppress(HTTPStatusError):
+                    await self.client.request("POST", f"{self._lora_prefix}/unload_lora_adapter",
+                                              {"lora_name": name}, what="unloading an adapter", retry=False)
             await self.client.request("POST", f"{self._lora_prefix}/load_lora_adapter",
                                       {"lora_name": name, "lora_path": adapter_dir}, what="loading the adapter")
         except HTTPStatusError as exc:

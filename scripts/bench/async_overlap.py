@@ -1,0 +1,106 @@
+"""Step time against `max_async_level` with a slow sampler (JSON): does sampling ahead bring a step
+down to max(sample, train)?
+
+The in-process engine on the tiny model, with a delay injected into producing each batch: the
+reward (scored on the producer's thread, so it counts as producing the batch) sleeps
+`DELAYS[j % 4]` seconds over batch j, a sleep that uses no CPU, as waiting on a remote sampler
+does not. The delays vary (three short batches, one long), as a server's batch times do. Each
+run trains `STEPS` steps; the table leaves out the first `WARM` (the pipeline filling); per K:
+mean seconds per step, mean seconds producing a batch (sampling + scoring + the delay) and
+training one, the ideal max(produce, train), and step / ideal. All K run in one invocation, one
+after the other, so they are measured side by side on the same machine state.
+
+    uv run python scripts/bench/async_overlap.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+LEVELS = (0, 1, 2, 4, 8)
+STEPS = 16
+WARM = 2
+DELAYS = (0.3, 0.3, 0.3, 3.0)  # seconds, batch j sleeps DELAYS[j % 4]
+PROFILE = {"batch_size": 8, "group_size": 8, "max_tokens": 24}
+
+REWARD = f'''
+import time
+
+DELAYS = {DELAYS!r}
+PER_BATCH = {PROFILE["batch_size"] * PROFILE["group_size"]}
+calls = 0
+
+
+def score(response, reference):
+    """A digits reward whose batch j takes DELAYS[j % 4] seconds to score."""
+    global calls
+    time.sleep(DELAYS[(calls // PER_BATCH) % len(DELAYS)] / PER_BATCH)
+    calls += 1
+    return min(1.0, sum(ch.isdigit() for ch in response) / 4)
+'''
+
+
+def config(root: Path, level: int) -> Path:
+    (root / "slow_reward.py").write_text(REWARD)
+    training = {"seed": 0, "max_steps": STEPS, "temperature": 1.0, "top_p": 1.0, "lr": 1e-3, "save_every": 0,
+                "max_async_level": level, **PROFILE}
+    lines = "\n".join(f"{k} = {json.dumps(v)}" for k, v in training.items())
+    cfg = root / f"k{level}.toml"
+    cfg.write_text(f"""
+[model]
+model = "tiny"
+lora_rank = 8
+[backend]
+devices = "cpu"
+adapter_path = "{root / f'k{level}' / 'adapters'}"
+[training]
+{lines}
+[data]
+source = "arithmetic"
+[reward]
+type = "custom"
+custom_module = "slow_reward"
+[logging]
+log_dir = "{root / f'k{level}' / 'logs'}"
+""")
+    return cfg
+
+
+def run(root: Path, level: int) -> dict[str, float]:
+    cfg = config(root, level)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    done = subprocess.run([sys.executable, "-m", "retrain.cli", str(cfg)], cwd=root, env=env, capture_output=True,
+                          text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"K = {level} failed:\n{done.stderr[-3000:]}")
+    rows = [json.loads(line) for line in (root / f"k{level}" / "logs" / "metrics.jsonl").read_text().splitlines()]
+    timed = rows[WARM:]
+    step = statistics.mean(r["step_time_s"] for r in timed)
+    # K = 0 produces each batch inside the step: its sampling and scoring times
+    produce = statistics.mean(r.get("async/produce_s", r["sample_time_s"] + r.get("scoring_time_s", 0.0))
+                              for r in timed)
+    train = statistics.mean(r["train_time_s"] for r in timed)
+    ideal = max(produce, train)
+    out = {"max_async_level": level, "step_s": round(step, 3), "produce_s": round(produce, 3),
+           "train_s": round(train, 3), "ideal_s": round(ideal, 3), "step_over_ideal": round(step / ideal, 3)}
+    if level:
+        out["wait_s"] = round(statistics.mean(r["async/wait_s"] for r in timed), 3)
+        out["staleness_mean"] = round(statistics.mean(r["async/staleness_mean"] for r in timed), 3)
+    return out
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="retrain-async-") as tmp:
+        table = [run(Path(tmp), level) for level in LEVELS]
+    print(json.dumps({"profile": {**PROFILE, "steps": STEPS, "timed_from_step": WARM, "delays_s": list(DELAYS)},
+                      "levels": table}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
