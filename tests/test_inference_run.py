@@ -141,6 +141,19 @@ def test_async_level_1_overlaps_and_resumes_exactly(server: Served, tmp_path: Pa
     assert prompts(tmp_path / "whole") == prompts(tmp_path / "cut")
 
 
+def test_partial_rollouts_sample_pieces_and_never_get_staler(server: Served, tmp_path: Path) -> None:
+    cfg = write_run(tmp_path / "partial", server.url, inference={"partial_rollout_tokens": 3}, max_steps=4,
+                    max_async_level=2, async_versions="latest", max_tokens=8)
+    res = retrain(cfg)
+    assert res.returncode == 0, res.stderr
+    rows = rl_rows(tmp_path / "partial")
+    assert [r["step"] for r in rows] == [0, 1, 2, 3]
+    # a piece continues on the newest version, never an older one than its batch's
+    assert all(r["async/staleness_mean"] <= r["async/staleness_max"] <= r["async/policy_lag"] for r in rows), rows
+    # completions of 8 tokens come in pieces of at most 3: more requests than prompts
+    assert sum(r["engine_requests"] for r in rows) > 4 * 2
+
+
 def test_a_server_killed_mid_run_stops_it_cleanly(tmp_path: Path) -> None:
     served = start_server(tmp_path / "server", "--adapter-root", "/")
     try:

@@ -84,6 +84,15 @@ def test_async_settings_are_bounded_and_refused_where_they_cannot_work(tmp_path:
     assert load_config(tmp_path / "latest.toml").config.training.max_off_policy_steps == 2
     errs = errors_of(tmp_path, "[training]\nmax_async_level = 2\n[backend.options]\ntrain_full_model = true\n")
     assert len(errs) == 1 and NOT_BUILT_TEXT in errs[0] and "full copy of the weights" in errs[0], errs
+    for text, needle in [("[training]\nmax_async_level = 2\nasync_versions = 'latest'\n"
+                          "[inference]\npartial_rollout_tokens = 8\n", NOT_BUILT_TEXT),
+                         ("[training]\nmax_async_level = 2\n[inference]\nengine = 'vllm'\n"
+                          "partial_rollout_tokens = 8\n", 'needs async_versions = "latest"')]:
+        errs = errors_of(tmp_path, text)
+        assert len(errs) == 1 and "[inference] partial_rollout_tokens" in errs[0] and needle in errs[0], errs
+    (tmp_path / "partial.toml").write_text("[training]\nmax_async_level = 2\nasync_versions = 'latest'\n"
+                                           "[inference]\nengine = 'vllm'\npartial_rollout_tokens = 8\n")
+    assert load_config(tmp_path / "partial.toml").config.inference.partial_rollout_tokens == 8
     errs = errors_of(tmp_path, "[inference]\nengine = 'vllm'\n[backend.options]\ntrain_full_model = true\n")
     assert len(errs) == 1 and "[inference] engine" in errs[0] and NOT_BUILT_TEXT in errs[0], errs
 

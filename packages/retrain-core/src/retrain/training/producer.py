@@ -165,8 +165,10 @@ class RolloutProducer:
 
     def _take(self, step: int) -> _Batch:
         with self._cond:
-            self._cond.wait_for(lambda: ((b := self._batches.get(step)) is not None and b.done)
-                                or self._worker is None or not self._worker.is_alive())
+            while not ((b := self._batches.get(step)) is not None and b.done):
+                if self._worker is None or not self._worker.is_alive():
+                    break
+                self._cond.wait(timeout=1.0)  # a thread that stopped notifies nobody
             batch = self._batches.pop(step, None)
         if batch is None or not batch.done:
             raise RuntimeError(f"the sampling thread stopped before producing the batch of step {step}")

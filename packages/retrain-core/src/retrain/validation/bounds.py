@@ -239,6 +239,7 @@ def _async(c: TrainConfig, server: bool) -> list[ConfigIssue]:
     if c.backpressure.enabled:
         issues.append(ConfigIssue("cannot run with back-pressure: the next batch is sampled before this step's "
                                   "timing sizes it", key=key, hint="[backpressure] enabled = false"))
+    issues += _partial(c, server)
     m = t.max_off_policy_steps
     if 0 < m < k and t.async_versions == "pinned":
         issues.append(ConfigIssue(f"{m} < max_async_level = {k} with async_versions = \"pinned\": every batch from "
@@ -246,6 +247,23 @@ def _async(c: TrainConfig, server: bool) -> list[ConfigIssue]:
                                   key=lab("max_off_policy_steps"),
                                   hint=f'max_off_policy_steps = 0, or async_versions = "latest", or max_async_level = {m}'))
     return issues
+
+
+def _partial(c: TrainConfig, server: bool) -> list[ConfigIssue]:
+    """`partial_rollout_tokens > 0` (with max_async_level > 0): what partial rollouts need."""
+    inf, t, key = c.inference, c.training, lab("partial_rollout_tokens")
+    if not inf.partial_rollout_tokens:
+        return []
+    refused = (
+        (not server, f'with engine = "pytorch" is {NOT_BUILT_TEXT} (the in-process engine finishes a batch on its '
+         "version)", 'engine = "vllm", or partial_rollout_tokens = 0'),
+        (t.async_versions == "pinned", 'needs async_versions = "latest": a completion continues on whatever version '
+         "is newest at each piece, which pinned versions' reproducibility rules out", 'async_versions = "latest"'),
+        (inf.recompute_stale_logprobs, f"with recompute_stale_logprobs = true is {NOT_BUILT_TEXT} (the recomputation "
+         "takes one version per datum)", "recompute_stale_logprobs = false"),
+    )
+    return [ConfigIssue(f"{inf.partial_rollout_tokens} {text}", key=key, hint=hint) for bad, text, hint in refused
+            if bad]
 
 
 def _optimizer_batch(c: TrainConfig) -> list[ConfigIssue]:

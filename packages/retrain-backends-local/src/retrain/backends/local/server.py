@@ -58,7 +58,8 @@ class ServerLink:
         self.world = world
         self.engine = OpenAIEngine(inf.engine, inf.url, codec_for(tokenizer), adapter_name=adapter_name_for(str(self.live)),
                                    api_key=os.environ.get(API_KEY_ENV, ""), concurrency=inf.concurrency,
-                                   timeout_s=inf.timeout_s, retries=inf.retries)
+                                   timeout_s=inf.timeout_s, retries=inf.retries,
+                                   partial_tokens=inf.partial_rollout_tokens)
         try:
             if world.leader:
                 self.engine.start()

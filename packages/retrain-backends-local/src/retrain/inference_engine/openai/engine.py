@@ -16,16 +16,25 @@ trained weights, for evaluation between steps, are one more adapter, `<run>-late
 in place (`reload`: vLLM loads in place; SGLang and plain OpenAI-compatible servers unload,
 then load). A server that cannot load adapters fails at the first load, before any sample,
 because sampling from a stale policy would train silently on the wrong data.
+
+Partial rollouts (`partial_tokens` > 0, `[inference] partial_rollout_tokens`): a request that
+names a version samples at most that many tokens at a time; a completion still running then
+continues, from the tokens it has, on the newest version published by then, so a long rollout
+crosses weight updates instead of finishing on the weights it started with, each token keeping
+the version that drew it (`Completion.versions`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec.structs import replace
 
 from retrain.inference_engine.openai.client import (
     HTTPStatusError,
@@ -68,7 +77,7 @@ class TextCodec:
 
 class OpenAIEngine:
     def __init__(self, kind: str, url: str, codec: TextCodec, *, adapter_name: str, api_key: str = "",
-                 concurrency: int = 64, timeout_s: float = 300.0, retries: int = 5) -> None:
+                 concurrency: int = 64, timeout_s: float = 300.0, retries: int = 5, partial_tokens: int = 0) -> None:
         if kind not in DEFAULT_URLS:
             raise ValueError(f"unknown OpenAI-compatible engine {kind!r}")
         self.kind = kind
@@ -83,6 +92,8 @@ class OpenAIEngine:
         self.served_model = ""
         self.adapter_loaded = False  # the `-latest` adapter
         self.versions: set[int] = set()  # the versions loaded
+        self.newest = -1  # the newest version loaded (read by the sampling thread)
+        self.partial_tokens = partial_tokens
         self.counters = EngineCounters()
 
     # -- start -------------------------------------------------------------------------------
@@ -121,6 +132,7 @@ class OpenAIEngine:
         """Load the adapter in `adapter_dir` (written completely before this call) as `version`."""
         self._timed(self._load(self.version_name(version), adapter_dir, replace=version in self.versions))
         self.versions.add(version)
+        self.newest = max(self.newest, version)
 
     def unload_version(self, version: int) -> None:
         if version in self.versions:
@@ -187,11 +199,40 @@ class OpenAIEngine:
         """`params.policy_version` names the published version to sample (None: the latest)."""
         t0 = time.perf_counter()
         model = self.model_for(params.policy_version)
-        calls = [(lambda i=i: self._one(prompts[i], n, params, seeds[i] if seeds is not None else None, model))
-                 for i in range(len(prompts))]
+        partial = self.partial_tokens > 0 and params.policy_version is not None
+        calls = [(lambda i=i: (self._pieces if partial else self._one)(
+            prompts[i], n, params, seeds[i] if seeds is not None else None, model)) for i in range(len(prompts))]
         out = self.client.run(gather_all(calls))
         self.counters.generation_wall_s += time.perf_counter() - t0
         return out
+
+    async def _pieces(self, prompt: Sequence[int], n: int, params: SamplingParams, seed: int | None,
+                      model: str) -> list[Completion]:
+        """Partial rollouts: the first piece of all n completions, then each one carried on."""
+        first = await self._one(prompt, n, replace(params, max_tokens=min(self.partial_tokens, params.max_tokens)),
+                                seed, model)
+        return list(await asyncio.gather(*(self._carry_on(prompt, c, params, piece_seed(seed, i))
+                                           for i, c in enumerate(first))))
+
+    async def _carry_on(self, prompt: Sequence[int], c: Completion, params: SamplingParams,
+                        seed: int | None) -> Completion:
+        """`c` continued a piece at a time, each piece on the newest version loaded, until it
+        stops or reaches `params.max_tokens`."""
+        assert params.policy_version is not None
+        version = params.policy_version
+        ids, lps, versions, finish = list(c.token_ids), list(c.logprobs), [version] * len(c.token_ids), c.finish_reason
+        while finish == "length" and 0 < len(ids) < params.max_tokens:
+            version = max(version, self.newest)
+            budget = min(self.partial_tokens, params.max_tokens - len(ids))
+            part = (await self._one([*prompt, *ids], 1, replace(params, max_tokens=budget),
+                                    piece_seed(seed, len(ids)), self.model_for(version)))[0]
+            if not part.token_ids:
+                break
+            ids, lps = ids + part.token_ids, lps + part.logprobs
+            versions += [version] * len(part.token_ids)
+            finish = part.finish_reason
+        return Completion(token_ids=ids, logprobs=lps, finish_reason=finish,
+                          versions=versions if len(set(versions)) > 1 else None)
 
     async def _one(self, prompt: Sequence[int], n: int, params: SamplingParams, seed: int | None,
                    model: str) -> list[Completion]:
@@ -256,6 +297,13 @@ class OpenAIEngine:
 
     def close(self) -> None:
         self.client.close()
+
+
+def piece_seed(seed: int | None, salt: int) -> int | None:
+    """The seed of one piece of a partial rollout: a function of the request's and the piece."""
+    if seed is None:
+        return None
+    return int.from_bytes(hashlib.blake2b(f"{seed}:{salt}".encode(), digest_size=4).digest(), "little") & 0x7FFFFFFF
 
 
 def adapter_name_for(folder: str) -> str:

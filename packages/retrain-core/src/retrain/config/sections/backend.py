@@ -113,6 +113,12 @@ class InferenceConfig(Section):
           "sampler's numerical gap on every step; off, they cover only tokens sampled from the weights that "
           "train, and the gap to older samples is async/stale_logprob_gap_* (the policy's drift included)."),
     ] = False
+    partial_rollout_tokens: Annotated[
+        int,
+        F("With max_async_level > 0 and async_versions = \"latest\" on a server engine: sample each completion "
+          "at most this many tokens at a time, and continue one still running on the newest version published "
+          "by then (partial rollouts; each token keeps the version that drew it); 0 = off.", ge=0),
+    ] = 0
     attention_kernel: Annotated[
         Literal["default", "flash", "triton", "tk", "cutlass"], F("Attention kernel hint.")
     ] = "default"
