@@ -123,7 +123,8 @@ def test_training_through_vllm_with_versioned_adapters(vllm_server: VllmServer, 
     # vLLM samples what the trainer computes, at fp32, under the version that sampled each token
     trained = [r for r in rows if r["num_datums"]]
     assert trained and all(float(r["engine/logprob_gap_max"]) <= 1e-3 for r in trained), trained
-    # every version the run published, under its own name, at most K + 1 at a time
+    # every version the run published, under its own name, at most K + 1 at a time (the oldest
+    # is unloaded before a new one loads)
     assert set().union(*watch.seen) >= {0, 1, 2}, watch.seen
     assert all(len(v) <= level + 1 for v in watch.seen), watch.seen
     if level < 2:  # version 0 was unloaded once version level + 1 was published

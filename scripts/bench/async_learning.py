@@ -36,6 +36,7 @@ def peer(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(f"peer_{name}", PEER / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # a dataclass looks its module up there
     spec.loader.exec_module(module)
     return module
 

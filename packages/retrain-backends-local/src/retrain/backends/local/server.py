@@ -4,7 +4,7 @@ Training stays here; sampling goes to the server. Each published version of the 
 (retrain.backends.protocol.VersionedSampler: version N after N RL updates) is written
 atomically to `<adapter_path>/_published/policy-v<N>` and loaded under its own name
 (`<run>-policy-v<N>`), so requests of version N finish on N while N + 1 loads; versions older
-than `keep` behind the newest are unloaded and their folders removed. Evaluation between steps
+than `keep` behind the new one are unloaded (before it loads) and their folders removed. Evaluation between steps
 samples the latest trained weights, written to a new folder under `<adapter_path>/_live_adapter`
 and loaded in place as `<run>-latest` when they changed. A run unloads its adapters when it
 ends.
@@ -80,10 +80,12 @@ class ServerLink:
         self._write(folder, model, weights)
         if not self.world.leader:
             return
-        self.engine.load_version(version, str(folder))
+        # first, so the server never holds more than keep + 1 versions: no batch in flight
+        # samples from one older than version - keep
         for old in sorted(v for v in self.engine.versions if v < version - keep):
             self.engine.unload_version(old)
             shutil.rmtree(self.published / f"policy-v{old}", ignore_errors=True)
+        self.engine.load_version(version, str(folder))
 
     def latest(self, model: Any) -> None:
         """The latest trained weights, for a sample that names no version. Each write goes to a
