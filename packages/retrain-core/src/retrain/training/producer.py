@@ -115,7 +115,8 @@ class RolloutProducer:
         if self.level == 0:
             sync_s = self._publish(step)
             rollouts = self._handed(self._produce(step) if self.samples else None, self.cursor.index, None)
-            rollouts.producer_metrics["async/weight_sync_s"] = round(sync_s, 6)
+            rollouts.producer_metrics.update({"async/weight_sync_s": round(sync_s, 6), "async/produce_s": round(
+                rollouts.sample_time_s + rollouts.score_time_s, 6)})
         else:
             rollouts = self._next_ahead(step)
         rollouts.producer_metrics["async/policy_lag"] = step - rollouts.policy_version
