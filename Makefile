@@ -10,7 +10,9 @@ PACKAGES := retrain-core retrain-kernels retrain-backends-local retrain-backends
 ALL_TIERS := -m "slow or not slow"
 PYTEST_ARGS ?=
 
-.PHONY: setup lint typecheck test test-slow test-all docs bench demo clean $(addprefix test-,$(PACKAGES)) \
+REF ?=
+
+.PHONY: setup lint typecheck test test-slow test-all docs bench bench-compare demo clean $(addprefix test-,$(PACKAGES)) \
         test-packages test-workspace
 
 setup:
@@ -58,8 +60,15 @@ docs:
 	$(UV) run mkdocs build --strict --site-dir site
 
 # Benchmarks print one JSON object each; they are never part of the test suite.
+# compare.py needs a commit to compare against: `make bench-compare REF=<git ref>`.
 bench:
-	@for script in scripts/bench/*.py; do echo "== $$script" >&2; $(UV) run python $$script || exit 1; done
+	@for script in scripts/bench/*.py; do [ "$$script" = scripts/bench/compare.py ] && continue; \
+	  echo "== $$script" >&2; $(UV) run python $$script || exit 1; done
+
+# This tree against REF, side by side in one run: the demo, the SmolLM2 profile, sampling.
+bench-compare:
+	@[ -n "$(REF)" ] || { echo "usage: make bench-compare REF=<git ref> [COMPARE_ARGS=...]" >&2; exit 2; }
+	$(UV) run python scripts/bench/compare.py --ref $(REF) $(COMPARE_ARGS)
 
 demo:
 	$(UV) run retrain

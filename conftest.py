@@ -1,11 +1,15 @@
-"""Workspace-wide test settings: nothing reaches a hub, and torch uses one thread per worker
-(pytest-xdist runs two workers on two cores); a fixture that installs a fake distribution; and
-a session that ends with a process a test started still running fails, naming it."""
+"""Workspace-wide test settings: nothing reaches a hub, trackers write into the session's
+folders, and torch uses one thread per worker (pytest-xdist runs two workers on two cores); a
+fixture that installs a fake distribution; and a session that ends with a process a test
+started still running fails, naming it."""
 
+import atexit
 import contextlib
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -14,6 +18,10 @@ import pytest
 for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ[_name] = "1"
 os.environ.setdefault("WANDB_MODE", "offline")
+# trackio's local store is where TRACKIO_DIR says when trackio is first imported: the session's
+# own folder, never the user's cache
+os.environ["TRACKIO_DIR"] = tempfile.mkdtemp(prefix="retrain-tests-trackio-")
+atexit.register(shutil.rmtree, os.environ["TRACKIO_DIR"], ignore_errors=True)
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
@@ -70,6 +78,78 @@ def install_distribution(tmp_path_factory: pytest.TempPathFactory, monkeypatch: 
     for mod in [m for m, v in sys.modules.items()
                 if any(str(getattr(v, "__file__", None) or "").startswith(str(s)) for s in sites)]:
         del sys.modules[mod]
+
+
+class JudgeServer:
+    """A real OpenAI-compatible chat endpoint on 127.0.0.1 (stdlib http.server, a thread) that
+    answers as `mode` says: a reply text, or "garbage" (HTTP 200, not JSON), "stall" (no
+    answer for `stall_s`), "503"/"401" (that status; `fail_first` > 0 fails only the first N
+    requests, then says "yes"). It records every request body and header, and the most
+    requests it held at once."""
+
+    def __init__(self) -> None:
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.mode, self.fail_first, self.stall_s, self.delay_s = "yes", 0, 30.0, 0.0
+        self.requests: list[dict[str, object]] = []
+        self.headers: list[dict[str, str]] = []
+        self.busy = self.most_busy = 0
+        lock, server = threading.Lock(), self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None: ...
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                with lock:
+                    server.requests.append(body)
+                    server.headers.append(dict(self.headers))
+                    server.busy += 1
+                    server.most_busy = max(server.most_busy, server.busy)
+                    n = len(server.requests)
+                try:
+                    self._answer(n)
+                finally:
+                    with lock:
+                        server.busy -= 1
+
+            def _answer(self, n: int) -> None:
+                mode = server.mode if not server.fail_first or n <= server.fail_first else "yes"
+                time.sleep(server.delay_s)
+                if mode == "stall":
+                    time.sleep(server.stall_s)
+                    return
+                if mode in ("503", "401"):
+                    self._send(int(mode), b'{"error": "nope"}')
+                elif mode == "garbage":
+                    self._send(200, b"<html>not a completion</html>")
+                else:
+                    reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": mode}}]}
+                    self._send(200, json.dumps(reply).encode())
+
+            def _send(self, status: int, data: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def judge_server():  # type: ignore[no-untyped-def]
+    server = JudgeServer()
+    yield server
+    server.close()
 
 
 @pytest.fixture(scope="session")

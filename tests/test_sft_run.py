@@ -132,17 +132,19 @@ def test_row_pin_is_refused_by_name(tmp_path: Path) -> None:
     assert res.returncode == 2 and "sft_data_sha256" in res.stderr
 
 
-def test_rl_warmup_takes_its_rows_from_sft_data_path(tmp_path: Path) -> None:
-    data = write_data(tmp_path / "sft.jsonl", rows=8)
-    (tmp_path / "toy_reward.py").write_text("def score(response, reference):\n    return float('1' in response)\n")
-    cfg = tmp_path / "rl.toml"
+def rl_warmup(root: Path, warmup: str, model: str = "") -> Path:
+    """One RL step of the tiny model after an SFT warmup: `warmup` adds its [training] lines,
+    `model` its [model] lines."""
+    (root / "toy_reward.py").write_text("def score(response, reference):\n    return float('1' in response)\n")
+    cfg = root / "rl.toml"
     cfg.write_text(f"""
 [model]
 model = "tiny"
 lora_rank = 4
+{model}
 [backend]
 devices = "cpu"
-adapter_path = "{tmp_path / 'adapters'}"
+adapter_path = "{root / 'adapters'}"
 [algorithm]
 advantage_mode = "grpo"
 transform_mode = "none"
@@ -152,12 +154,8 @@ max_steps = 1
 batch_size = 2
 group_size = 2
 max_tokens = 8
-sft_warmup_steps = 2
-sft_data_path = "{data}"
-sft_batch_order = "length_desc"
-sft_max_tokens = 10
-sft_data_rows = 8
 save_every = 0
+{warmup}
 [data]
 source = "arithmetic"
 [reward]
@@ -165,8 +163,15 @@ type = "custom"
 custom_module = "toy_reward"
 custom_function = "score"
 [logging]
-log_dir = "{tmp_path / 'logs'}"
+log_dir = "{root / 'logs'}"
 """)
+    return cfg
+
+
+def test_rl_warmup_takes_its_rows_from_sft_data_path(tmp_path: Path) -> None:
+    data = write_data(tmp_path / "sft.jsonl", rows=8)
+    cfg = rl_warmup(tmp_path, f'sft_warmup_steps = 2\nsft_data_path = "{data}"\nsft_batch_order = "length_desc"\n'
+                              'sft_max_tokens = 10\nsft_data_rows = 8')
     res = retrain_here(cfg)
     assert res.returncode == 0, res.stderr
     warm = [r for r in read_jsonl(tmp_path / "logs" / "metrics.jsonl") if r.get("phase") == "sft"]
@@ -178,3 +183,62 @@ log_dir = "{tmp_path / 'logs'}"
     assert state["sft_schedule"] == {"seed": 0, "rows": 8, "batch_size": 2, "order": "length_desc"}
     res = retrain(cfg, "--sft-data-rows", "9", "--log-dir", str(tmp_path / "other"))
     assert res.returncode == 2 and "sft_data_rows: expected 9" in res.stderr
+
+
+def audited_warmup(root: Path, sft_max_tokens: int, claimed_max: int) -> Path:
+    """An RL run whose warmup rows come with a row audit and a token audit of this data."""
+    import hashlib
+
+    from retrain.training.sft.contract import hub_snapshot, transformers_version
+
+    def sha(raw: bytes) -> str:
+        return hashlib.sha256(raw).hexdigest()
+
+    data = write_data(root / "sft.jsonl", rows=8).read_bytes()
+    revision = "b" * 40
+    snapshot = hub_snapshot("tiny", revision)
+    snapshot.mkdir(parents=True, exist_ok=True)
+    (snapshot / "tokenizer.json").write_text('{"chars": true}')
+    (root / "audit.py").write_text("# counts tokens\n")
+    audits = {
+        "audit.json": {"schema": "retrain.sft_audit.v1", "status": "pass", "corpus_mode": "replacement",
+                       "audited_dataset": {"sha256": sha(data), "rows": 8}},
+        "tokens.json": {"schema": "project.tokens.v1", "status": "pass", "dataset": {"sha256": sha(data), "rows": 8},
+                        "training_contract": {"trainer": "retrain", "model": "tiny", "sft_max_tokens": sft_max_tokens,
+                                              "tokenizer_revision": revision,
+                                              "transformers_version": transformers_version()},
+                        "rows_over_training_cap": 0, "tokens": {"max": claimed_max},
+                        "implementation": [{"path": "audit.py", "sha256": sha(b"# counts tokens\n")}],
+                        "tokenizer_snapshot": [{"path": "tokenizer.json", "sha256": sha(b'{"chars": true}')}]},
+    }
+    pins = {}
+    for name, audit in audits.items():
+        (root / name).write_text(json.dumps(audit))
+        pins[name] = sha((root / name).read_bytes())
+    warmup = "\n".join([
+        "sft_warmup_steps = 1", f'sft_data_path = "{root / "sft.jsonl"}"', f"sft_max_tokens = {sft_max_tokens}",
+        f'sft_audit_path = "{root / "audit.json"}"', f'sft_audit_sha256 = "{pins["audit.json"]}"',
+        f'sft_token_audit_path = "{root / "tokens.json"}"', f'sft_token_audit_sha256 = "{pins["tokens.json"]}"'])
+    return rl_warmup(root, warmup, model=f'revision = "{revision}"\nlocal_files_only = true')
+
+
+def test_audited_warmup_records_the_audits_and_checks_the_token_promise(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    cfg = audited_warmup(tmp_path, sft_max_tokens=20, claimed_max=13)
+    traced = retrain_here(cfg, "trace")
+    assert traced.returncode == 0, traced.stderr
+    assert "SFT audit: " in traced.stdout and "(retrain.sft_audit.v1, sha256 " in traced.stdout
+    assert "SFT token audit: " in traced.stdout and "project.tokens.v1" in traced.stdout
+    res = retrain_here(cfg)
+    assert res.returncode == 0, res.stderr
+    sft = json.loads((tmp_path / "logs" / "run_meta.json").read_text())["sft_data"]
+    assert sft["rows"] == 8 and sft["audit"]["status"] == "pass" and sft["token_audit"]["tokenizer_revision"] == "b" * 40
+    assert sft["token_audit"]["checked"] == {"rows": 8, "tokens_max": 13}  # the run's own tokens: 11 to 13 each
+
+    other = tmp_path / "capped"
+    other.mkdir()
+    cfg = audited_warmup(other, sft_max_tokens=10, claimed_max=10)  # the audit's claim, false for this tokenizer
+    res = retrain_here(cfg)
+    assert res.returncode == 2 and "the audit says no row is longer than 10 tokens" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr

@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
+sys.path.insert(0, str(Path(__file__).parent))
+from gguf_files import write_gguf
+
 from retrain.models import gguf as gguf_models
 from retrain.models.load import ModelSpec, load_model, load_tokenizer
 from retrain.models.source import model_problem
@@ -27,10 +30,14 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def written(tmp_path: Path, write_gguf) -> tuple[Path, torch.nn.Module]:  # type: ignore[no-untyped-def]
+def written(tmp_path: Path) -> tuple[Path, torch.nn.Module]:
+    """A 2-layer llama GGUF as llama.cpp writes one, a byte-level BPE with ChatML's special
+    tokens and template, and the ids right in the file (bos <|im_start|>, eos <|im_end|>),
+    which transformers' reader turns into the eos quirk; and the model the file means."""
     folder = tmp_path / "model"
     folder.mkdir()
-    return write_gguf(folder / "tiny-llama.gguf")  # type: ignore[no-any-return]
+    w = write_gguf(folder / "tiny-llama.gguf", "llama")
+    return w.path, w.reference
 
 
 def test_a_gguf_loads_exactly_with_its_end_of_turn_as_eos(written, cache: Path) -> None:  # type: ignore[no-untyped-def]

@@ -1,4 +1,5 @@
-"""The local backend's memory and LoRA options on the tiny model: LoRA-FA trains B alone, SFT
+"""The local backend's memory and LoRA options on the tiny model: LoRA-FA trains B alone, peft's own
+LoRA forward (lora_fast_linear = false) makes the fused linear's update, SFT
 micro-batches by a padded-token budget and still makes the whole batch's update, gradient
 checkpointing (reentrant or not, the last layers left out) gives the plain backward's
 gradients, and on CUDA the saved activations wait in CPU memory."""
@@ -46,6 +47,28 @@ def test_lora_freeze_a_trains_b_alone(tiny_config) -> None:  # type: ignore[no-u
     assert all(torch.equal(params[n], t) for n, t in a_before.items())
     assert any(not torch.equal(params[n], t) for n, t in b_before.items())
     assert fa.runtime_metrics()["local_frozen_lora_a"] == len(a_before)
+
+
+def test_lora_fast_linear_false_runs_peft_forward_to_the_same_update(tiny_config) -> None:  # type: ignore[no-untyped-def]
+    fast = plain_sgd(LocalBackend(tiny_config()))
+    peft = plain_sgd(LocalBackend(tiny_config("--backend-opt", "lora_fast_linear=false",
+                                              "--backend-opt", "lora_detach_input=true")))
+    detached = plain_sgd(LocalBackend(tiny_config("--backend-opt", "lora_detach_input=true")))
+    assert fast.runtime_metrics()["local_fused_lora_layers"] > 0
+    assert peft.runtime_metrics()["local_fused_lora_layers"] == 0
+    assert peft.runtime_metrics()["local_detached_lora_layers"] > 0  # peft's forward detaches through hooks
+    from retrain.kernels import kernel_metrics, reset_kernel_metrics
+
+    paths = []
+    for backend in (detached, peft):
+        reset_kernel_metrics()
+        for _ in range(2):  # the second step sees B off zero, so the LoRA input gradient matters
+            backend.sft_step(sft_datums(backend), 1e-2, 0.0)
+        paths.append(kernel_metrics()["kernels/lora_path"])
+    assert paths[0] != "none" and paths[1] == "none"  # the fused linear ran in one only
+    after = [dict(b.model.named_parameters()) for b in (detached, peft)]
+    lora = [n for n in after[0] if "lora_" in n]
+    assert lora and all(torch.allclose(after[0][n], after[1][n], atol=1e-6, rtol=1e-5) for n in lora)
 
 
 def test_token_budget_slices_consecutive_rows_under_the_budget(tiny_config) -> None:  # type: ignore[no-untyped-def]

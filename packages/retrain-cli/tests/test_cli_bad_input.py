@@ -155,8 +155,6 @@ id = "primeintellect/gsm8k"
 auto_install = true
 [inference]
 engine = "trtllm"
-[echo]
-min_prompt_overlap = 0.7
 [model]
 model = "tiny"
 [backend]
@@ -170,15 +168,15 @@ source = "arithmetic"
 def test_unbuilt_keys_refused_by_explain_trace_and_run(cli, tmp_path: Path, verb: list[str]) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "c.toml").write_text(ISSUE_CONFIG)
     res = cli(*verb, "c.toml", "--prefix-caching", "false")
-    check(res, "4 config problems", "[environment] auto_install: ", "[inference] engine: ",
-          "[echo] min_prompt_overlap: ", "--prefix-caching (command line): ")
+    check(res, "3 config problems", "[environment] auto_install: ", "[inference] engine: ",
+          "--prefix-caching (command line): ")
     problems = [line for line in res.stderr.splitlines() if line.startswith("  ")]
-    assert len(problems) == 4 and all("not built yet in this version" in p for p in problems), res.stderr
+    assert len(problems) == 3 and all("not built yet in this version" in p for p in problems), res.stderr
     assert not (tmp_path / "logs").exists()
 
 
 def test_unbuilt_value_refused_at_load(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    (tmp_path / "c.toml").write_text("[reward]\ntype = 'judge'\n")
+    (tmp_path / "c.toml").write_text("[inference]\nengine = 'mlx'\n")
     for verb in (["explain", "c.toml"], ["trace", "c.toml"], ["c.toml"]):
-        check(cli(*verb), "c.toml:2: [reward] type: 'judge' (the LLM judge reward) is not built yet in this version",
-              'type = "match"')
+        check(cli(*verb), "c.toml:2: [inference] engine: 'mlx' is not built yet in this version",
+              'engine = "pytorch"')

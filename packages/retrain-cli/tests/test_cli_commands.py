@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tomllib
 from pathlib import Path
@@ -87,11 +88,12 @@ def test_every_template_writes_and_explains(cli, tmp_path: Path, name: str) -> N
     assert json.loads(res.stdout)["mode"] == ("campaign" if name == "campaign" else "single")
 
 
-def test_the_smollm2_template_is_the_example_profile() -> None:
-    """`init -t smollm2` writes examples/smollm2-arithmetic.toml's settings; only where it
-    writes differs."""
-    example = Path(__file__).resolve().parents[3] / "examples" / "smollm2-arithmetic.toml"
-    ours, theirs = tomllib.loads(TEMPLATES["smollm2"].text()), tomllib.loads(example.read_text())
+@pytest.mark.parametrize("name", ["smollm2", "gemma3"])
+def test_a_real_model_template_is_its_example_profile(name: str) -> None:
+    """`init -t smollm2` writes examples/smollm2-arithmetic.toml's settings (gemma3 likewise);
+    only where it writes differs."""
+    example = Path(__file__).resolve().parents[3] / "examples" / f"{name}-arithmetic.toml"
+    ours, theirs = tomllib.loads(TEMPLATES[name].text()), tomllib.loads(example.read_text())
     for table in (ours, theirs):
         table["backend"].pop("adapter_path")
         table["logging"].pop("log_dir")
@@ -160,7 +162,7 @@ def test_backends_json(cli, fake_backend) -> None:  # type: ignore[no-untyped-de
     assert by_name["prime_rl"]["status"] == "not built yet in this version"
     assert "train_microbatch_size" in by_name["local"]["option_schema"]
     assert data["plugin"]["entry_point_group"] == "retrain.backends"
-    assert data["contracts"] == {"backend": "1.2", "environment": "1.0"}
+    assert data["contracts"] == {"backend": "1.2", "environment": "1.1"}
     (foo,) = data["entry_points"]
     assert foo["distribution"] == "retrain-backends-foo" and foo["contract"] == "2.0"
     assert foo["status"] == "unusable (see problem)" and "supports backend contract 1.0 to 1.2" in foo["problems"][0]
@@ -169,7 +171,7 @@ def test_backends_json(cli, fake_backend) -> None:  # type: ignore[no-untyped-de
 def test_backends_text_shows_contracts(cli, fake_backend) -> None:  # type: ignore[no-untyped-def]
     fake_backend((2, 0))
     out = cli("backends").stdout
-    assert out.startswith("Contracts: backend 1.0 to 1.2, environment 1.0 (retrain-core ")
+    assert out.startswith("Contracts: backend 1.0 to 1.2, environment 1.0 to 1.1 (retrain-core ")
     assert "  foo       unusable (see problem)         [retrain-backends-foo, contract 2.0] (entry_point)" in out
     assert "problem: retrain-backends-foo 0.3.0 declares backend contract 2.0;" in out
     assert "Environments:" in out
@@ -235,7 +237,15 @@ def test_backends_say_what_is_not_built(cli) -> None:  # type: ignore[no-untyped
     assert "unsloth   not built yet" not in text and "tinker    not built yet" not in text
     if "unsloth   not installed" not in text:
         assert "runs here: no: no CUDA GPU found" in text or "runs here: yes" in text
-    assert "not built yet (21, refused when set): " in text and "liger_kernel" in text and "sample_kv_quantization" in text
+    from retrain.validation.built import NOT_BUILT_OPTIONS
+
+    assert f"not built yet ({len(NOT_BUILT_OPTIONS['local'])}, refused when set), and why:" in text
+    local_text = text.split("\n  unsloth ")[0]
+    for option in ("liger_kernel", "sample_kv_quantization", "train_unsloth_fused_ce"):
+        assert len(re.findall(rf"\b{option}[,:]", local_text)) == 1, option  # listed once, with its reason
+    flat = " ".join(local_text.split())
+    assert "flash_attn_with_kvcache, a CUDA-only kernel" in flat and "runs on CUDA GPUs only" in flat
+    assert "lora_fast_linear" not in local_text  # built on local
     local = {b["name"]: b for b in json.loads(cli("backends", "--json").stdout)["builtins"]}["local"]
     schema = local["option_schema"]
     assert schema["train_microbatch_size"]["built"] is True and schema["liger_kernel"]["built"] is False

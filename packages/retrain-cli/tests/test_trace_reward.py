@@ -9,17 +9,15 @@ from pathlib import Path
 
 import pytest
 
-CONFIG = """
+RUN = """
 [model]
 model = "tiny"
 [backend]
 devices = "cpu"
 [data]
 source = "arithmetic"
-[reward]
-type = "custom"
-custom_module = "{module}"
 """
+CONFIG = RUN + '[reward]\ntype = "custom"\ncustom_module = "{module}"\n'
 
 
 @pytest.mark.parametrize(("body", "expected"), [
@@ -46,3 +44,18 @@ def test_trace_reports_the_sample_score_of_a_working_reward(cli, tmp_path: Path,
     res = cli("trace", "run.toml")
     assert res.code == 0, res.stderr
     assert "Reward: custom scored a sample completion 1" in res.stdout
+
+
+JUDGE = RUN + '[reward]\ntype = "judge"\njudge_base_url = "{url}"\njudge_model = "grader"\njudge_retries = 0\n'
+
+
+def test_trace_asks_the_judge_about_the_sample(cli, tmp_path: Path, judge_server) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "run.toml").write_text(JUDGE.format(url=judge_server.url))
+    res = cli("trace", "run.toml")
+    assert res.code == 0, res.stdout + res.stderr
+    assert "Reward: judge scored a sample completion 1" in res.stdout
+    (asked,) = judge_server.requests
+    assert "What is 6 times 7?" in asked["messages"][0]["content"]
+    judge_server.mode = "garbage"
+    res = cli("trace", "run.toml")
+    assert res.code == 2 and "a judge reply that is not a chat completion" in res.stderr

@@ -38,12 +38,9 @@ id = "primeintellect/gsm8k"
 auto_install = true
 [inference]
 engine = "max"
-[echo]
-min_prompt_overlap = 0.7
 """, "--prefix-caching", "false")
     assert all(NOT_BUILT_TEXT in e for e in errs), errs
-    labels = ["[environment] auto_install", "[inference] engine",
-              "[echo] min_prompt_overlap", "--prefix-caching (command line)"]
+    labels = ["[environment] auto_install", "[inference] engine", "--prefix-caching (command line)"]
     for label in labels:
         assert sum(label + ":" in e for e in errs) == 1, (label, errs)
     assert len(errs) == len(labels)
@@ -99,16 +96,12 @@ def test_async_settings_are_bounded_and_refused_where_they_cannot_work(tmp_path:
 
 LISTED_IN_THE_ISSUE = {
     "[training] sft_batch_order": "[training]\nsft_warmup_steps = 2\nsft_batch_order = 'length'\n",
-    "[logging] checkpoint_artifacts": "[logging]\ncheckpoint_artifacts = 'wandb'\nwandb_project = 'p'\n",
     "[logging] generation_top_surprisal_limit": "[logging]\ngeneration_top_surprisal_limit = 5\n",
     "[inference] prefix_caching": "[inference]\nprefix_caching = false\n",
-    "[echo] min_prompt_overlap": "[echo]\nmin_prompt_overlap = 0.1\n",
     "[environment] auto_install": "[environment]\nauto_install = true\n",
     "[plugins] strict": "[plugins]\nstrict = false\n",
-    "[reward] type": "[reward]\ntype = 'judge'\n",
     "[backend.options] liger_kernel": "[backend.options]\nliger_kernel = true\n",
     "[backend.options] sample_kv_quantization": "[backend.options]\nsample_kv_quantization = 'oscar'\n",
-    "[backend.options] lora_fast_linear": "[backend.options]\nlora_fast_linear = true\n",
     "[backend.options] train_unsloth_fused_ce": "[backend.options]\ntrain_unsloth_fused_ce = 'auto'\n",
     "[backend.options] cudnn_causal_conv1d_shim": "[backend.options]\ncudnn_causal_conv1d_shim = true\n",
 }
@@ -194,13 +187,26 @@ train_microbatch_size = 2
     assert c.backend.options["train_microbatch_size"] == 2 and c.backend.devices == "gpu:1"
 
 
+def test_the_judge_and_its_keys_are_live(tmp_path: Path) -> None:
+    p = tmp_path / "c.toml"
+    p.write_text("[reward]\ntype = 'judge'\njudge_model = 'grader'\njudge_base_url = 'http://127.0.0.1:8000/v1'\n"
+                 "judge_client = 'verifiers'\njudge_concurrency = 4\njudge_retries = 1\n")
+    loaded = load_config(p)
+    assert loaded.config.reward.judge_concurrency == 4 and not loaded.warnings
+    errs = errors_of(tmp_path, "[reward]\ntype = 'judge'\njudge_base_url = '127.0.0.1:8000'\n")
+    assert len(errs) == 1 and "[reward] judge_base_url: '127.0.0.1:8000' must be an http://" in errs[0], errs
+    p.write_text("[reward]\njudge_model = 'grader'\n")
+    warnings = [w.render() for w in load_config(p).warnings]
+    assert any("[reward] judge_model" in w and "type = \"judge\"" in w for w in warnings), warnings
+
+
 def test_unknown_values_stay_unknown_not_unbuilt(tmp_path: Path) -> None:
     errs = errors_of(tmp_path, "[inference]\nengine = 'vlm'\n")
     assert len(errs) == 1 and "unknown inference engine 'vlm'" in errs[0] and NOT_BUILT_TEXT not in errs[0]
 
 
 def test_cross_field_rules_of_unbuilt_features_do_not_pile_on(tmp_path: Path) -> None:
-    errs = errors_of(tmp_path, "[reward]\ntype = 'judge'\n")
+    errs = errors_of(tmp_path, "[inference]\nengine = 'mlx'\n")
     assert len(errs) == 1 and all(NOT_BUILT_TEXT in e for e in errs), errs
 
 
@@ -347,7 +353,7 @@ def test_the_walk_sees_real_reads(sources: list[tuple[str, ast.Module]]) -> None
         read |= section_reads(tree)
     assert {("training", "lr"), ("optimizer", "beta1"), ("sepa", "delay_steps"), ("logging", "wandb_tags"),
             ("model", "base_url"), ("backend", "throttle_dir")} <= read
-    assert not {("echo", "min_prompt_overlap")} & read
+    assert not {("environment", "auto_install")} & read
 
 
 def test_the_table_names_real_keys_and_options() -> None:

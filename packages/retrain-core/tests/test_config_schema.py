@@ -47,7 +47,9 @@ ADDED_FIELDS = {"data_path", "data_difficulty", "reward_timeout_s", "reward_max_
                 "environment_max_episode_tokens", "importance_sampling_level", "sapo_temperature_pos",
                 "sapo_temperature_neg", "importance_sampling_mode", "dynamic_sampling",
                 "dynamic_sampling_max_rounds", "overlong_buffer", "overlong_penalty_factor",
-                "mask_truncated_completions"}
+                "mask_truncated_completions", "reward_judge_base_url", "reward_judge_api_key_env",
+                "reward_judge_client", "reward_judge_concurrency", "reward_judge_retries", "trackers",
+                "tracker_project"}
 
 
 def test_every_reference_field_plus_documented_additions() -> None:

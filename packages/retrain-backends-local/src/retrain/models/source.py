@@ -21,7 +21,7 @@ def model_problem(name: str, revision: str = "", local_files_only: bool = False)
     from retrain.models.gguf import gguf_source
 
     try:
-        if gguf_source(name) is not None:
+        if gguf_source(name, assemble=False) is not None:
             return gguf_problem(name)
     except ModelUnavailable as exc:
         return str(exc).split(": ", 1)[1]

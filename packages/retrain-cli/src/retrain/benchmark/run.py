@@ -48,7 +48,7 @@ def suite_dir(config: TrainConfig, config_path: str, output_dir: str | None) -> 
 def _repeat_config(config: TrainConfig, folder: Path) -> TrainConfig:
     r = msgspec.structs.replace
     return r(config, logging=r(config.logging, log_dir=str(folder), wandb_project="", wandb_run_name="",
-                               wandb_entity="", wandb_group="", wandb_tags=""),
+                               wandb_entity="", wandb_group="", wandb_tags="", trackers=[]),
              backend=r(config.backend, adapter_path=str(folder / "adapter")), resume=r(config.resume, from_=""))
 
 
@@ -61,7 +61,7 @@ def run_repeats(config: TrainConfig, config_path: str, repeats: int, output_dir:
         raise UserError(f"{folder} is not empty", hint="choose another --output-dir")
     write_json_atomic(folder / layout.BENCHMARK_META, {
         "repeats": repeats, "config": config_path, "base_log_dir": config.logging.log_dir,
-        "base_adapter_path": config.backend.adapter_path, "wandb_disabled": True})
+        "base_adapter_path": config.backend.adapter_path, "wandb_disabled": True, "trackers_disabled": True})
     runs = []
     for index in range(repeats):
         repeat = folder / f"repeat_{index:02d}"

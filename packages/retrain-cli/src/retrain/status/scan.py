@@ -48,7 +48,8 @@ STALE_AFTER_S = 300.0
 #: The default view hides ended campaigns idle for longer than this.
 HIDE_IDLE_AFTER_S = 24 * 3600.0
 TAIL_ROWS = 16
-_SKIP_DIRS = frozenset({"wandb", layout.EMERGENCE_DIR, "__pycache__"})
+_SKIP_DIRS = frozenset({layout.WANDB_DIR, layout.TENSORBOARD_DIR, layout.MLFLOW_DIR, layout.EMERGENCE_DIR,
+                        "__pycache__"})
 _RUN_NAME = re.compile(r"^(?P<label>.+)_s(?P<seed>-?\d+)$")
 
 

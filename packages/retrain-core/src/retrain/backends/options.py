@@ -102,7 +102,9 @@ _TRAIN_SHARED: dict[str, OptionSpec] = {
     "cuda_empty_cache": _b(True, "CUDA: empty the allocator's cache after each sample and train call."),
     "sample_use_cache": _b(True, "KV cache during PyTorch sampling."),
     "gradient_checkpointing": _b(True),
-    "qwen35_gated_delta_kernel": _s("auto", ("auto", "off", "torch", "flash_qla")),
+    "qwen35_gated_delta_kernel": _s("auto", ("auto", "off", "torch", "flash_qla"),
+                                    description="Qwen3.5's gated delta rule: auto (the fastest installed that runs here), "
+                                                "off (transformers' choice), torch (its reference), flash_qla."),
 }
 
 LOCAL_OPTIONS: dict[str, OptionSpec] = {
@@ -123,11 +125,14 @@ LOCAL_OPTIONS: dict[str, OptionSpec] = {
     "gradient_checkpointing_use_reentrant": _s("auto", ("auto", "true", "false"),
                                                description="CUDA: torch.utils.checkpoint's reentrant variant; auto = transformers' default."),
     "gradient_checkpointing_skip_last_n": _i(0, description="CUDA: the last N layers keep their activations (no recompute)."),
-    "cudnn_causal_conv1d_shim": _b(False),
+    "cudnn_causal_conv1d_shim": _b(False, "Qwen3.5: cuDNN's causal conv1d standing in for the causal-conv1d package "
+                                          "(not built yet: true is refused)."),
+    "qwen35_gated_delta_chunk_size": _s("auto", description="Qwen3.5: chunk length of the torch gated delta rule "
+                                                            "(auto = 64); a number selects the torch reference."),
     "lora_layers_to_transform": _s("", description="Layers to adapt: last:N, first:N, 0,2-3, all."),
     "lora_layers_pattern": _s("layers"),
     "lora_detach_input": _b(False, "The LoRA branch sends its input no gradient (the base path's gradient alone flows back)."),
-    "lora_fast_linear": _b(False),
+    "lora_fast_linear": _b(True, "LoRA layers run retrain's fused linear (one custom autograd function, forward and backward; kernels picks Triton or torch); false: peft's own forward."),
     "lora_freeze_a": _b(False, "LoRA-FA: A keeps its random init, only B trains."),
     "trust_remote_code": _b(False),
     "sample_decoder": _s("auto", ("auto", "retrain", "transformers"),

@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 #: on every group after `collect` returned it (an environment's values were overwritten, never
 #: read), and which groups trained is now `StepAdvantages.dispositions`. No provider passed them
 #: (retrain-envs never did); one that does gets a TypeError naming the field.
-ENVIRONMENT_CONTRACT: Contract = (1, 0)
+#: 1.1 added, all optional: `Segment.overlap`, `Turn.observation_mask`, and retrain.rollout.stitch for
+#: environments that report each turn's whole prompt.
+ENVIRONMENT_CONTRACT: Contract = (1, 1)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from retrain.backends.protocol import Tokenizer
 from retrain.data.chat import encode_example
 from retrain.evaluation.estimators import majority_passes, pass_at_k
 from retrain.evaluation.row import EvalRow, ProblemResult
+from retrain.rewards.create import score_answers
 from retrain.rewards.types import RewardFault
 from retrain.types import Completion, Example, SamplingParams
 
@@ -89,8 +90,9 @@ def evaluate(sampler: PolicySampler, problems: Sequence[Problem], reward: Any, k
         seeded = msgspec.structs.replace(params, seed=params.seed + call)
         groups = sampler.sample([p.prompt_ids for p in chunk], n, seeded)
         texts = [[tok.decode(c.token_ids) for c in group] for group in groups]
-        scored = reward.score_batch([t for group in texts for t in group],
-                                    [p.example.reference for p in chunk for _ in range(n)])
+        scored = score_answers(reward, [t for group in texts for t in group],
+                               [p.example.reference for p in chunk for _ in range(n)],
+                               [p.example.prompt for p in chunk for _ in range(n)])
         scores = [float(s) for s in scored.scores]
         failed += int(getattr(scored, "errors", 0)) + int(getattr(scored, "timeouts", 0))
         for fault in getattr(scored, "faults", ()):

@@ -15,6 +15,8 @@ EVAL_DIR = "eval"
 RUN_META = "run_meta.json"
 #: the full traceback of the first reward failure of each kind (retrain.training.reward_faults)
 REWARD_ERRORS = "reward_errors.log"
+#: the LLM judge's verdicts, one JSON line each, kept across a resume (retrain.rewards.judge.cache)
+JUDGE_CACHE = "judge_cache.jsonl"
 PID = "run.pid"
 TRAINER_STATE = "trainer_state.json"
 #: the latest checkpoint's path and a newline; written beside trainer_state.json
@@ -38,6 +40,11 @@ SFT_RESOLVED_CONFIG = "resolved_config.json"
 SFT_DATA_SNAPSHOT = "sft_data.snapshot.jsonl"
 SFT_RECOVERABILITY = "sft_data_recoverability.json"
 SFT_MANIFEST = "sft_manifest.json"
+#: the trackers' folders in a run directory (retrain.training.trackers): W&B's own (`dir=`),
+#: TensorBoard's event files, MLflow's default file store
+WANDB_DIR = "wandb"
+TENSORBOARD_DIR = "tensorboard"
+MLFLOW_DIR = "mlruns"
 #: the SFT manifest's copy inside the final weights' folder
 SFT_FINAL_MANIFEST = "retrain_sft_manifest.json"
 #: in a run directory of a campaign's worker process: its captured output

@@ -17,6 +17,7 @@ ENTRY_POINT_GROUPS: dict[str, str] = {
     "transform_mode": "retrain.transforms",
     "planning_detector": "retrain.planning",
     "trainer": "retrain.trainers",
+    "tracker": "retrain.trackers",
 }
 
 ADVANTAGE_MODES = ("grpo", "maxrl", "reinforce_pp")
@@ -55,6 +56,7 @@ INFERENCE_ENGINES = ("pytorch", "max", "vllm", "sglang", "trtllm", "mlx", "opena
 INFERENCE_DEFAULT_URLS = {"vllm": "http://127.0.0.1:8000", "sglang": "http://127.0.0.1:30000",
                           "openai": "http://127.0.0.1:8000"}
 ENVIRONMENT_PROVIDERS = ("verifiers", "openenv")
+TRACKERS = ("wandb", "tensorboard", "mlflow", "trackio")
 BACKPRESSURE = ("noop", "usl")
 
 #: Canonical uncertainty kinds and the aliases accepted for them (case-insensitive).
@@ -114,7 +116,7 @@ ALGORITHM_TRANSFORMS: dict[str, str] = {
 #: Every pluggable kind, as `retrain plugins` lists them.
 KINDS = ("advantage_mode", "transform_mode", "algorithm_mode", "uncertainty_kind", "reward",
          "planning_detector", "data_source", "backend", "inference_engine", "backpressure",
-         "environment", "trainer")
+         "environment", "trainer", "tracker")
 
 #: Built-in names per kind.
 NAMES: dict[str, tuple[str, ...]] = {
@@ -129,6 +131,7 @@ NAMES: dict[str, tuple[str, ...]] = {
     "backpressure": BACKPRESSURE,
     "environment": ENVIRONMENT_PROVIDERS,
     "trainer": TRAINERS,
+    "tracker": TRACKERS,
 }
 
 _ADV = "retrain.advantages"
@@ -145,7 +148,7 @@ TARGETS: dict[str, dict[str, str]] = {
         "partial": "retrain.rewards.boxed:PartialCreditReward",
         "math": "retrain.rewards.verifiers:MathReward",
         "custom": "retrain.rewards.custom:CustomReward",
-        "judge": "retrain.rewards.verifiers:JudgeReward",
+        "judge": "retrain.rewards.judge.scorer:build_judge",
     },
     "planning_detector": {
         "regex": "retrain.planning.regex:RegexDetector",
@@ -161,6 +164,12 @@ TARGETS: dict[str, dict[str, str]] = {
         "ttt_discover": "retrain.training.trainers.discover:run_discover",
         "command": "retrain.training.trainers.command:run",
         "optimizer_replay": "retrain.training.trainers.optimizer_replay:run",
+    },
+    "tracker": {  # each a factory (config) -> Sink (retrain.training.trackers.sink)
+        "wandb": "retrain.training.trackers.wandb:WandbSink",
+        "tensorboard": "retrain.training.trackers.tensorboard:TensorBoardSink",
+        "mlflow": "retrain.training.trackers.mlflow:MlflowSink",
+        "trackio": "retrain.training.trackers.trackio:TrackioSink",
     },
     "backpressure": {
         "noop": "retrain.training.backpressure:NoopBackpressure",

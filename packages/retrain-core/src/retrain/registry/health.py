@@ -55,5 +55,8 @@ COMPONENTS: dict[str, Component] = {
     "verifiers": Component("verifiers", "verifiers", "pip install retrain-envs", "verifiers"),
     "openenv": Component("openenv", "websockets", "pip install retrain-envs", "websockets"),
     "wandb": Component("wandb", "wandb", "pip install wandb", "wandb"),
+    "tensorboard": Component("tensorboard", "tensorboard", "pip install 'retrain-core[tensorboard]'", "tensorboard"),
+    "mlflow": Component("mlflow", "mlflow", "pip install 'retrain-core[mlflow]'", "mlflow-skinny"),
+    "trackio": Component("trackio", "trackio", "pip install 'retrain-core[trackio]'", "trackio"),
     "matplotlib": Component("matplotlib", "matplotlib", "pip install matplotlib", "matplotlib"),
 }

@@ -73,11 +73,12 @@ class Tally:
         self._note(f"item {i}: {fault.line()}")
         self.faults.setdefault(fault.kind, fault)
 
-    def timeout(self, i: int, seconds: float) -> None:
+    def timeout(self, i: int, seconds: float, fault: RewardFault | None = None) -> None:
         self.scores[i] = 0.0
         self.timeouts += 1
         self._note(f"item {i}: timed out after {seconds:g}s")
-        self.faults.setdefault("timeout", RewardFault("a timeout", f"no result within {seconds:g}s"))
+        fault = fault or RewardFault("a timeout", f"no result within {seconds:g}s")
+        self.faults.setdefault("timeout" if fault.kind == "a timeout" else fault.kind, fault)
 
     def _note(self, message: str) -> None:
         if len(self.failures) < MAX_FAILURE_NOTES:

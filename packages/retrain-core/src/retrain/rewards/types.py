@@ -47,9 +47,10 @@ class RewardBatch:
     timeouts: int = 0
     failures: list[str] = field(default_factory=list)  # the first few messages, for the log
     faults: list[RewardFault] = field(default_factory=list)
+    extra: dict[str, float] = field(default_factory=dict)  # the reward's own counters (judge/...)
 
     def metrics(self) -> dict[str, float]:
-        return {"reward_errors": float(self.errors), "reward_timeouts": float(self.timeouts)}
+        return {"reward_errors": float(self.errors), "reward_timeouts": float(self.timeouts), **self.extra}
 
     def to_dict(self) -> dict[str, Any]:
         return {"scores": self.scores.tolist(), "errors": self.errors, "timeouts": self.timeouts,

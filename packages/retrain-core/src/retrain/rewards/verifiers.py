@@ -1,4 +1,4 @@
-r"""Verifier-backed rewards: `math` (math-verify) and `judge` (a verifiers rubric).
+r"""The verifier-backed reward `math` (math-verify); the LLM judge is retrain.rewards.judge.
 
 `math`: symbolic equivalence of the last `\boxed{}` and the reference. Both sides are parsed as `\boxed{...}` LaTeX; 1.0 iff math-verify says they are equal.
 math-verify bounds its own parsing with SIGALRM timeouts, which only work on a process's
@@ -12,8 +12,6 @@ import threading
 from functools import lru_cache
 from typing import Any
 
-from retrain.config.schema import TrainConfig
-from retrain.registry import builtin, entry_points
 from retrain.registry.health import module_available
 from retrain.rewards.boxed import extract_boxed
 from retrain.rewards.types import RewardUnavailable
@@ -60,23 +58,3 @@ class MathReward:
         if not gold or not pred:
             return 0.0
         return 1.0 if self._mv.verify(gold, pred, timeout_seconds=self._timeout()) else 0.0
-
-
-JUDGE_HINT = "pip install retrain-envs (it provides the verifiers JudgeRubric)"
-
-
-class JudgeReward:
-    """`judge`: an LLM judge rubric. This is a hook: the implementation comes from the
-    distribution that registers the name `judge` in the `retrain.rewards` entry-point group,
-    as a factory `(TrainConfig) -> reward` (none in this repository does yet)."""
-
-    def __init__(self, config: TrainConfig) -> None:
-        ep = entry_points.lookup(builtin.ENTRY_POINT_GROUPS["reward"], "judge")
-        if ep is None:
-            raise RewardUnavailable(
-                f"reward type 'judge' needs a verifiers judge rubric: {JUDGE_HINT}"
-            )
-        self.inner: Any = ep.load()(config)
-
-    def score(self, response: str, reference: str) -> Any:
-        return self.inner.score(response, reference)

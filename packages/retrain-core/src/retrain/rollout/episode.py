@@ -30,20 +30,29 @@ TRUNCATIONS = ("context_window", "action_token_limit", "max_turns", "max_episode
 
 
 class Turn(msgspec.Struct, kw_only=True):
+    """`observation_mask` (one per observation token, optional): True where the environment
+    wrote the token, False where only the chat template did (ECHO trains on the first kind);
+    None: every observation token is the environment's."""
+
     token_ids: list[int]
     logprobs: list[float]
     observation: list[int] = msgspec.field(default_factory=list)
     entropies: list[float] | None = None
     finish_reason: str = "stop"
+    observation_mask: list[bool] | None = None
 
 
 class Segment(msgspec.Struct, kw_only=True):
     """`tail`: tokens after the last turn (a terminal observation) that no prompt showed the
-    policy; only ECHO reads them."""
+    policy; only ECHO reads them. `overlap`, for a segment that began because the next prompt
+    did not extend the previous segment's token row: the share of the shorter of the two that
+    is their common prefix (retrain.rollout.stitch.prefix_overlap); 1.0 for a first segment.
+    ECHO counts the segments whose overlap is under `[echo] min_prompt_overlap`."""
 
     prompt_ids: list[int]
     turns: list[Turn] = msgspec.field(default_factory=list)
     tail: list[int] = msgspec.field(default_factory=list)
+    overlap: float = 1.0
 
 
 class Episode(msgspec.Struct, kw_only=True):
@@ -121,10 +130,15 @@ class Episode(msgspec.Struct, kw_only=True):
 
 def echo_layout(segment: Segment) -> list[bool]:
     """For each position after a segment's prompt (turns, then its tail): True where the
-    environment put the token (an observation), False where the policy sampled it."""
+    environment put the token (an observation; where a turn's `observation_mask` says so),
+    False where the policy sampled it or only the chat template wrote it."""
     out: list[bool] = []
     for t in segment.turns:
-        out += [True] * len(t.observation) + [False] * len(t.token_ids)
+        mask = [True] * len(t.observation) if t.observation_mask is None else t.observation_mask
+        if len(mask) != len(t.observation):
+            raise ValueError(f"a turn's observation_mask has {len(mask)} entries for {len(t.observation)} "
+                             "observation tokens")
+        out += [bool(m) for m in mask] + [False] * len(t.token_ids)
     return out + [True] * len(segment.tail)
 
 

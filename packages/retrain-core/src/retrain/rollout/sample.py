@@ -3,10 +3,10 @@ that sample through the training backend."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 from retrain.backends.protocol import TrainBackend
+from retrain.process.spans import span
 from retrain.types import Completion, Example, SamplingParams
 
 
@@ -14,8 +14,8 @@ def sample_texts(backend: TrainBackend, batch: Sequence[tuple[Example, list[int]
                  sampling: SamplingParams) -> tuple[list[list[Completion]], list[list[str]], float]:
     """One step's single-turn sampling: `group_size` completions per prompt, their texts, and
     the wall time it took."""
-    t0 = time.perf_counter()
-    samples = backend.sample([ids for _, ids in batch], group_size, sampling)
-    tok = backend.tokenizer
-    texts = [[tok.decode(c.token_ids) for c in group] for group in samples]
-    return samples, texts, time.perf_counter() - t0
+    with span("sample") as timed:
+        samples = backend.sample([ids for _, ids in batch], group_size, sampling)
+        tok = backend.tokenizer
+        texts = [[tok.decode(c.token_ids) for c in group] for group in samples]
+    return samples, texts, timed.seconds

@@ -13,6 +13,12 @@ Retention per step: `all` keeps every observation token; `bounded` keeps the fir
 min(max_tokens_per_step, floor(sampled tokens x max_token_ratio)) in datum order, and none
 when the mean surprisal of the step's sampled tokens is below `entropy_floor` (a
 collapsed policy would learn only to copy its environment).
+
+Where a prompt did not extend its episode's token stream, a new segment began
+(retrain.rollout.stitch): the step row counts those splits (`echo/split_segments`) and the ones
+whose prompt kept less than `min_prompt_overlap` of the stream (`echo/low_overlap_segments`:
+the environment rewrote most of the conversation, so the observation tokens ECHO sees there are
+few, or none).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ class EchoSettings:
     max_tokens_per_step: int
     max_token_ratio: float
     entropy_floor: float
+    min_prompt_overlap: float = 0.5
 
     @classmethod
     def of(cls, config: object) -> EchoSettings | None:
@@ -41,7 +48,8 @@ class EchoSettings:
             return None
         if e.loss_fn != "cross_entropy":  # the schema admits no other value today
             raise ValueError(f"[echo] loss_fn {e.loss_fn!r} is not a loss retrain has")
-        return cls(e.weight, e.target_retention, e.max_tokens_per_step, e.max_token_ratio, e.entropy_floor)
+        return cls(e.weight, e.target_retention, e.max_tokens_per_step, e.max_token_ratio, e.entropy_floor,
+                   e.min_prompt_overlap)
 
 
 def echo_weights(settings: EchoSettings, episodes: Sequence[Episode], sampled_logprobs: Sequence[float],
@@ -79,7 +87,10 @@ def echo_weights(settings: EchoSettings, episodes: Sequence[Episode], sampled_lo
             rows.append(row)
         out.append(rows)
     kept = allowed - left
+    splits = [s.overlap for e in episodes for s in e.segments[1:]]
     metrics = {"echo/observation_tokens": float(total), "echo/kept_tokens": float(kept),
                "echo/kept_fraction": kept / total if total else 0.0, "echo/episodes": float(eligible),
-               "echo/entropy_floor_hit": float(collapsed), "echo/sampled_surprisal_mean": surprisal}
+               "echo/entropy_floor_hit": float(collapsed), "echo/sampled_surprisal_mean": surprisal,
+               "echo/split_segments": float(len(splits)),
+               "echo/low_overlap_segments": float(sum(o < settings.min_prompt_overlap for o in splits))}
     return out, metrics

@@ -40,7 +40,9 @@ class Flow:
                 close()
 
 
-def build_flow(config: TrainConfig) -> Flow:
+def build_flow(config: TrainConfig, *, reward_dir: str | None = None) -> Flow:
+    """`reward_dir`: where the reward keeps what must survive a resume (the judge's verdicts),
+    the run's log directory; None (a process that writes no run files) keeps it in memory."""
     from retrain.environments.create import create_environment
     from retrain.planning.create import build_detector
     from retrain.rewards.create import build_reward
@@ -50,7 +52,7 @@ def build_flow(config: TrainConfig) -> Flow:
     t = config.training
     sampling = SamplingParams(max_tokens=t.max_tokens, temperature=t.temperature, top_p=t.top_p, top_k=t.top_k,
                               min_p=t.min_p, want_entropy=pipeline.needs_entropies)
-    reward = build_reward(config)
+    reward = build_reward(config, cache_dir=reward_dir)
     try:
         environment = create_environment(config)
     except BaseException:

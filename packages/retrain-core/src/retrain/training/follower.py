@@ -5,17 +5,18 @@ rank 0 writes); the trainer state is recorded by rank 0 alone."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from retrain.training import faults
 from retrain.training.log import RunLog
 from retrain.training.state import TrainerState
-from retrain.training.wandb import NullSink
+from retrain.training.trackers.fanout import Trackers
 
 if TYPE_CHECKING:
     from retrain.backends.protocol import TrainBackend
+    from retrain.config.schema import TrainConfig
     from retrain.evaluation.evaluate import Evaluation
     from retrain.rollout.group import StepRollouts
     from retrain.training.flow import Flow
@@ -26,8 +27,12 @@ class FollowerLog(RunLog):
         self.dir = Path(log_dir)
         self.warmup_steps = warmup_steps
         self.generations_per_prompt = 0
-        self.wandb = NullSink()
+        self.trackers = Trackers()
         self.last_row: dict[str, Any] | None = None
+
+    def open_trackers(self, config: TrainConfig, *, condition: str = "",
+                      warn: Callable[[str], None] | None = None) -> None:
+        pass
 
     def record_warmup(self, row: Mapping[str, Any], step: int) -> None:
         pass

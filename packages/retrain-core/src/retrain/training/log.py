@@ -1,15 +1,16 @@
 """Side effects of recording a run: one call per training step writes its metrics row, its
-emergence rows and its W&B point; one call per evaluation writes its eval.jsonl row, its
-per-problem file and its W&B point; one call per checkpoint saves the backend and the trainer
-state; plus run_meta.json, run.pid, and the truncation that makes a resumed run's logs
-identical to an uninterrupted run's. The rows themselves are built in `telemetry` and
-`retrain.evaluation`."""
+emergence rows and its trackers' point; one call per evaluation writes its eval.jsonl row, its
+per-problem file and its trackers' point; one call per checkpoint saves the backend and the
+trainer state and offers the checkpoint to the trackers (`checkpoint_artifacts`); plus
+run_meta.json, run.pid, and the truncation that makes a resumed run's logs identical to an
+uninterrupted run's. The rows themselves are built in `telemetry` and `retrain.evaluation`;
+the trackers are retrain.training.trackers."""
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,21 +31,26 @@ from retrain.io.layout import (
 )
 from retrain.io.log import JsonlLogger, encode_row, read_jsonl, truncate_jsonl
 from retrain.training import faults
+from retrain.training.interrupt import resume_command
 from retrain.training.state import TrainerState, write_state
 from retrain.training.telemetry import generation_rows, steps_row
-from retrain.training.wandb import NullSink, WandbSink
+from retrain.training.trackers.checkpoints import store_checkpoint
+from retrain.training.trackers.fanout import Trackers
+from retrain.training.trackers.select import open_trackers
+from retrain.training.trackers.sink import ArtifactFolder, payload
 
 if TYPE_CHECKING:
     from retrain.backends.protocol import TrainBackend
+    from retrain.config.schema import TrainConfig
     from retrain.evaluation.evaluate import Evaluation
     from retrain.rollout.group import StepRollouts
     from retrain.training.flow import Flow
 
 
 class RunLog:
-    """The log directory of one run. `wandb` receives every row; W&B steps are global
-    (warmup steps first, then `warmup_steps + step`; the evaluation after N RL steps at
-    `warmup_steps + N`, beside the next step's row)."""
+    """The log directory of one run. `trackers` receive every row once `open_trackers` has
+    started them; their steps are global (warmup steps first, then `warmup_steps + step`; the
+    evaluation after N RL steps at `warmup_steps + N`, beside the next step's row)."""
 
     def __init__(self, log_dir: str | Path, *, log_generations: bool = True, generations_per_prompt: int = 0,
                  warmup_steps: int = 0) -> None:
@@ -57,18 +63,33 @@ class RunLog:
                                        enabled=log_generations)
         self.generations_per_prompt = generations_per_prompt
         self.warmup_steps = warmup_steps
-        self.wandb: WandbSink | NullSink = NullSink()
+        self.trackers = Trackers()
+        self.artifacts = "off"  # [logging] checkpoint_artifacts, once the trackers are open
+        self.artifact_meta: dict[str, Any] = {}
+        self.warn: Callable[[str], None] = lambda message: None
         self.last_row: dict[str, Any] | None = None
+
+    def open_trackers(self, config: TrainConfig, *, condition: str = "",
+                      warn: Callable[[str], None] | None = None) -> None:
+        """Start the trackers `config` selects; `warn` tells the console of a checkpoint a
+        tracker did not store."""
+        self.trackers = open_trackers(config, condition)
+        self.artifacts = config.logging.checkpoint_artifacts
+        self.artifact_meta = {"trainer": config.training.trainer, "backend": config.backend.backend,
+                              "model": config.model.model, "save_every": config.training.save_every,
+                              "log_dir": str(self.dir), "resume": resume_command(str(self.dir))}
+        if warn is not None:
+            self.warn = warn
 
     # -- one step --------------------------------------------------------------------------
     def record_warmup(self, row: Mapping[str, Any], step: int) -> None:
         self._metrics(row)
-        self.wandb.log_step(row, step)
+        self.trackers.log_row(payload(row), step)
 
     def record_step(self, row: dict[str, Any], rollouts: StepRollouts, step: int, *, correct: int,
                     total: int) -> None:
         self._metrics(row)
-        self.wandb.log_step(row, self.warmup_steps + step)
+        self.trackers.log_row(payload(row), self.warmup_steps + step)
         self.steps.log(steps_row(row, correct, total))
         for g in rollouts.groups:
             self.generations.log_many(generation_rows(
@@ -83,7 +104,7 @@ class RunLog:
         write_text_atomic(self.dir / eval_problems_name(step),
                           "".join(encode_row(msgspec.to_builtins(p)) for p in evaluation.problems))
         self._append(self.evals, "mid_eval", row)
-        self.wandb.log_eval(row, self.warmup_steps + step)
+        self.trackers.log_row(payload(row, prefix=""), self.warmup_steps + step)
         return row
 
     def eval_rows(self) -> list[dict[str, Any]]:
@@ -110,9 +131,10 @@ class RunLog:
                    step: int, phase: str = "") -> str:
         """Save the backend under `path`, then the trainer state (the RL flow's controllers
         included; SFT has no flow) into the checkpoint and the log directory, then
-        `latest_sampler_path.txt`. The logs are synced first, so a checkpoint never gets ahead
-        of the rows it covers. `phase` is "warmup", "sft", or "" for an RL step (it names the
-        fault points, retrain.training.faults.point)."""
+        `latest_sampler_path.txt`, then offer the checkpoint to the trackers. The logs are
+        synced first, so a checkpoint never gets ahead of the rows it covers. `phase` is
+        "warmup", "sft", or "" for an RL step (it names the fault points,
+        retrain.training.faults.point)."""
         self.sync()
         saved = backend.save_checkpoint(str(path))
         faults.crash_if(faults.point(phase, "mid_checkpoint"), step)
@@ -123,6 +145,12 @@ class RunLog:
                 state.environment = flow.environment.state()
         write_state(saved, state)  # the checkpoint is self-describing (step, data cursor, controllers)
         self.finish_state(state)
+        name = Path(path).name
+        store_checkpoint(self.trackers, self.artifacts, ArtifactFolder(
+            Path(saved), name, step + 1, step if phase else self.warmup_steps + step,
+            {**self.artifact_meta, "checkpoint": name, "steps": step + 1, "phase": phase or "rl", "path": saved}),
+            self.warn,
+            resume=f"resume with: {self.artifact_meta.get('resume', '')}")
         faults.crash_if(faults.point(phase, "after_checkpoint"), step)
         return saved
 
@@ -177,7 +205,6 @@ class RunLog:
         write_json_atomic(self.dir / RUN_META, {**meta, "updated_at": time.time()})
 
     def close(self, exit_code: int = 0) -> None:
-        self.wandb.finish(exit_code)
-        self.wandb = NullSink()
         for logger in (self.metrics, self.steps, self.generations, self.evals):
             logger.close()
+        self.trackers.finish(exit_code)  # after the files: a tracker that fails to finish loses no row

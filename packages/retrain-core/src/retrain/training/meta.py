@@ -35,8 +35,9 @@ def versions() -> dict[str, str]:
 
 def run_meta(config: TrainConfig, *, status: str, config_path: str = "", policy_ref: str = "",
              failure: str = "", error: str = "", last_row: dict[str, Any] | None = None,
-             world_size: int = 1) -> dict[str, Any]:
-    """`world_size`: the processes the run trains on (torchrun's WORLD_SIZE; 1 without it)."""
+             world_size: int = 1, sft_data: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """`world_size`: the processes the run trains on (torchrun's WORLD_SIZE; 1 without it);
+    `sft_data`: the provenance of the SFT data the run trains on, its audits included."""
     log_dir = Path(config.logging.log_dir)
     meta: dict[str, Any] = {
         "trainer": config.training.trainer,
@@ -58,6 +59,8 @@ def run_meta(config: TrainConfig, *, status: str, config_path: str = "", policy_
         meta["error_message"] = error
     if last_row is not None:
         meta["metrics"] = last_row
+    if sft_data is not None:
+        meta["sft_data"] = dict(sft_data)
     return meta
 
 
@@ -74,8 +77,10 @@ class RunStatus:
     their RunLog's writer (which stamps `updated_at`; a torchrun follower's writes nothing)."""
 
     def __init__(self, config: TrainConfig, *, config_path: str = "", world_size: int = 1,
-                 write: Callable[[Mapping[str, Any]], None] | None = None) -> None:
+                 write: Callable[[Mapping[str, Any]], None] | None = None,
+                 sft_data: Mapping[str, Any] | None = None) -> None:
         self.config, self.config_path, self.world_size = config, config_path, world_size
+        self.sft_data = sft_data
         self._write = write or self._write_file
         self.ended = False  # succeeded, failed or interrupted has been written
 
@@ -87,7 +92,7 @@ class RunStatus:
     def _record(self, status: str, **fields: Any) -> None:
         self.ended = status != "running"
         self._write(run_meta(self.config, status=status, config_path=self.config_path,
-                             world_size=self.world_size, **fields))
+                             world_size=self.world_size, sft_data=self.sft_data, **fields))
 
     def running(self) -> None:
         self._record("running")

@@ -11,10 +11,10 @@ may start once the weights of step j - K are published, and samples from
 
 Per step the trainer takes batch `step` (waiting for it if it is not done: `async/wait_s`),
 publishes its weights as version `step`, the count of RL updates in them
-(`async/weight_sync_s`; a backend that holds several versions, retrain.backends.protocol.
-VersionedSampler, releases those older than step - K), and trains. A backend that serves one
-version at a time (K = 1 only) gets its new weights only once the batch sampling from the old
-ones is taken.
+(`async/weight_sync_s`, the step's `sync` span; a backend that holds several versions,
+retrain.backends.protocol.VersionedSampler, releases those older than step - K), and trains.
+A backend that serves one version at a time (K = 1 only) gets its new weights only once the
+batch sampling from the old ones is taken.
 
 Every group carries the version its tokens were sampled from (`Completion.versions` per token
 when they differ); a group whose oldest token is more than `max_off_policy_steps` updates
@@ -52,6 +52,7 @@ from typing import Any
 import msgspec
 
 from retrain.backends.protocol import LeaderSampler, TrainBackend, VersionedSampler
+from retrain.process.spans import span
 from retrain.process.world import World
 from retrain.rollout.group import Group, StepRollouts
 from retrain.training.dapo.dynamic import DynamicSampling
@@ -155,10 +156,11 @@ class RolloutProducer:
     def _publish(self, version: int) -> float:
         """Make the trained weights version `version` for sampling; the seconds it took."""
         t0 = time.perf_counter()
-        if self.versioned:
-            self.backend.publish(version, keep=self.level)  # type: ignore[attr-defined]
-        else:
-            self.backend.checkpoint(f"step_{version}")
+        with span("sync"):
+            if self.versioned:
+                self.backend.publish(version, keep=self.level)  # type: ignore[attr-defined]
+            else:
+                self.backend.checkpoint(f"step_{version}")
         with self._cond:
             self._published = max(self._published, version)
             self._cond.notify_all()

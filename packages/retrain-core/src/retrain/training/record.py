@@ -4,7 +4,8 @@ ends a step with, in one place so that their rows and state cannot drift apart:
 1. count the step's answers (and dynamic sampling's fill) in the trainer state;
 2. feed the step to back-pressure, which sets the next step's (batch, group) sizes;
 3. build the metrics row (retrain.training.telemetry.step_row, then the trainer's own keys,
-   none overwriting a key before it) and write it with the step's rollouts;
+   then the step's timing spans, none overwriting a key before it) and write it with the
+   step's rollouts;
 4. mark the step done in the state (where the data cursor and the sizes stand) and report it;
 5. count the step's reward faults against the error budget.
 
@@ -14,7 +15,6 @@ an interrupt) is the trainer's: `retrain.training.trainers.rl.Trainer._step_done
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -24,6 +24,7 @@ from retrain.training.telemetry import StepTimes, backend_counters, sequence_tok
 
 if TYPE_CHECKING:
     from retrain.config.schema import TrainConfig
+    from retrain.process.spans import Spans
     from retrain.rollout.group import StepRollouts
     from retrain.training.run import Run
     from retrain.training.step import StepAdvantages
@@ -42,11 +43,10 @@ class TrainedStep:
     """One RL step, sampled and trained: what recording needs of it."""
 
     step: int
-    started: float  # time.perf_counter() when the step began
+    spans: Spans  # the step's phases, collected since it began (retrain.process.spans)
     rollouts: StepRollouts
     adv: StepAdvantages
     out: TrainOutput | None  # None: no update (no token with a non-zero advantage)
-    train_s: float
     example_index: int  # the data cursor's position after the step: where a resume continues
     extra: Mapping[str, Any] = field(default_factory=dict)  # the trainer's own keys, after step_row's
 
@@ -65,13 +65,14 @@ def record_step(config: TrainConfig, run: Run, trained: TrainedStep, reporter: S
     run.state.count(adv.correct, adv.total)
     if rollouts.fill is not None:
         run.state.dynamic_sampling.add(rollouts.fill)
-    times = StepTimes(time.perf_counter() - trained.started, rollouts.sample_time_s, trained.train_s)
+    times = StepTimes(trained.spans.elapsed(), rollouts.sample_time_s, trained.spans.seconds("train"))
     sizes, bp_metrics = adjust(run.flow.backpressure, config.backpressure.enabled, run.sizes,
                                sequence_tokens(rollouts), times.step_s, skipped=out is None)
     row = step_row(config, step=s, condition=run.flow.condition, caps=run.caps, rollouts=rollouts, adv=adv, out=out,
                    running_correct_rate=run.state.running_correct_rate, sizes=run.sizes, times=times,
                    runtime={**backend_counters(run.backend), "world_size": world_size}, backpressure=bp_metrics)
     row.update({k: v for k, v in trained.extra.items() if k not in row})
+    row.update({k: v for k, v in trained.spans.fields().items() if k not in row})
     run.log.record_step(row, rollouts, s, correct=adv.correct, total=adv.total)
     run.sizes = sizes
     run.state.rl_step_done(s, trained.example_index, sizes, row["mean_reward"])

@@ -20,7 +20,6 @@ down in retrain.rollout (retrain.training.rollouts keeps their old import path f
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -31,6 +30,8 @@ from retrain.advantages.episode import batch_normalize
 from retrain.advantages.result import GroupAdvantages, merge_metrics
 from retrain.backends.protocol import TrainBackend
 from retrain.planning.create import masks as planning_masks
+from retrain.process.spans import span
+from retrain.rewards.create import score_answers
 from retrain.rollout.group import Group, StepRollouts
 from retrain.rollout.sample import sample_texts
 from retrain.training.dapo.overlong import masked, shaping_metrics
@@ -55,14 +56,15 @@ def collect(backend: TrainBackend, flow: Flow, batch: Sequence[tuple[Example, li
         out = flow.environment.collect(backend, batch, group_size=group_size, sampling=sampling or flow.sampling)
     else:
         samples, texts, sample_s = sample_texts(backend, batch, group_size, sampling or flow.sampling)
-        t1 = time.perf_counter()
-        responses = [t for group in texts for t in group]
-        references = [ex.reference for ex, _ in batch for _ in range(group_size)]
-        scored = flow.reward.score_batch(responses, references)
-        scores = np.asarray(scored.scores, dtype=np.float64)
-        groups = [Group(ex, ids, list(comps), txts, scores[i * group_size:(i + 1) * group_size])
-                  for i, ((ex, ids), comps, txts) in enumerate(zip(batch, samples, texts, strict=True))]
-        out = StepRollouts(groups, sample_s, time.perf_counter() - t1, scored.metrics(), reward_faults=scored.faults)
+        with span("score") as scoring:
+            responses = [t for group in texts for t in group]
+            references = [ex.reference for ex, _ in batch for _ in range(group_size)]
+            prompts = [ex.prompt for ex, _ in batch for _ in range(group_size)]
+            scored = score_answers(flow.reward, responses, references, prompts)
+            scores = np.asarray(scored.scores, dtype=np.float64)
+            groups = [Group(ex, ids, list(comps), txts, scores[i * group_size:(i + 1) * group_size])
+                      for i, ((ex, ids), comps, txts) in enumerate(zip(batch, samples, texts, strict=True))]
+        out = StepRollouts(groups, sample_s, scoring.seconds, scored.metrics(), reward_faults=scored.faults)
     if flow.overlong is not None:
         out.groups = flow.overlong.shape(out.groups)
     return out
@@ -241,12 +243,10 @@ def nonzero_action_tokens(datums: Sequence[Datum]) -> int:
     return sum(sum(1 for a in d.advantages[1:] if a != 0.0) for d in datums)
 
 
-def train_on(backend: TrainBackend, adv: StepAdvantages, lr: float,
-             weight_decay: float) -> tuple[TrainOutput | None, float]:
-    """One optimizer update and its wall time; None (no update) when no datum has a token
-    with a non-zero advantage or an ECHO weight."""
+def train_on(backend: TrainBackend, adv: StepAdvantages, lr: float, weight_decay: float) -> TrainOutput | None:
+    """One optimizer update, timed as the step's `train` span; None (no update, no span) when
+    no datum has a token with a non-zero advantage or an ECHO weight."""
     if not adv.informative and not any(d.echo_weights for d in adv.datums):
-        return None, 0.0
-    t0 = time.perf_counter()
-    out = backend.train_step(adv.datums, lr, weight_decay)
-    return out, time.perf_counter() - t0
+        return None
+    with span("train"):
+        return backend.train_step(adv.datums, lr, weight_decay)

@@ -31,6 +31,8 @@ WALL_CLOCK_FIELDS = frozenset({
     "engine_generation_wall_s", "engine_adapter_reload_s", "engine_adapter_save_s", "eval/wall_s",
     "env/env_s", "env/env_wall_s", "env/score_s", "env/time_share", "env/adapter_publish_s",
     "supervised_tokens_per_second",
+    # timing spans (retrain.process.spans) beyond the keys above
+    "sync_time_s", "score_time_s", "train/forward_time_s", "train/backward_time_s", "train/optimizer_time_s",
 })
 
 

@@ -69,21 +69,9 @@ class NotBuilt:
         return "**Not built yet:** only the default is accepted."
 
 
-_SFT_AUDIT = ("SFT audit files (checking a run against a recorded audit of its rows or tokens)",
-              "remove it; a trainer = sft run writes sft_manifest.json and sft_data_recoverability.json itself")
 _INFERENCE = ("inference-engine tuning", "remove it; tune an inference server with its own flags")
 
 NOT_BUILT: tuple[NotBuilt, ...] = (
-    NotBuilt("reward.type", "{value!r} (the LLM judge reward)", 'type = "match", "math", "custom" or a reward plugin',
-             values=("judge",)),
-    NotBuilt("reward.judge_model", "the LLM judge reward", "remove it"),
-    NotBuilt("training.sft_audit_path", *_SFT_AUDIT),
-    NotBuilt("training.sft_audit_sha256", *_SFT_AUDIT),
-    NotBuilt("training.sft_token_audit_path", *_SFT_AUDIT),
-    NotBuilt("training.sft_token_audit_sha256", *_SFT_AUDIT),
-    NotBuilt("echo.min_prompt_overlap", "stitching turns by prompt overlap (ECHO's fallback)",
-             "remove it; retrain extends each turn's tokens exactly (token-in/token-out), so there is "
-             "nothing to stitch"),
     NotBuilt("inference.engine", "{value!r}", 'engine = "pytorch", "vllm", "sglang" or "openai"',
              values=("max", "trtllm", "mlx")),
     NotBuilt("inference.attention_kernel", *_INFERENCE),
@@ -92,19 +80,23 @@ NOT_BUILT: tuple[NotBuilt, ...] = (
     NotBuilt("inference.prefix_caching", *_INFERENCE),
     NotBuilt("environment.auto_install", "installing a missing taskset package (auto_install)",
              "install the taskset's package yourself (pip install <package>) before the run"),
-    NotBuilt("logging.checkpoint_artifacts", "uploading checkpoints to W&B",
-             'checkpoint_artifacts = "auto" or "off"; checkpoints stay under adapter_path', values=("wandb",)),
     NotBuilt("logging.generation_top_surprisal_limit", "logging the most surprising tokens of a generation", "remove it"),
     NotBuilt("plugins.strict", "lenient plugin loading", "remove it; a plugin that fails to load is always an error"),
 )
 
 _OFFLOAD = ("activation offload to CPU memory", "remove it; lower train_microbatch_size to save memory")
 _FUSED_CE = ("the fused cross-entropy path", 'remove it; kernels = "auto" picks the selected-token logprob kernel')
-_LIGER = ("the Liger kernel path", 'remove it; kernels = "auto" picks retrain\'s own kernels')
-_OSCAR = ("OSCAR KV-cache quantization", "remove it")
+_UNSLOTH_CE = ("Unsloth's fused cross-entropy (unsloth_zoo's kernel on cut-cross-entropy runs on CUDA GPUs only, so "
+               "it cannot be built and tested without one)",
+               'remove it; kernels = "auto" picks the selected-token logprob kernel')
+_LIGER = ("Liger's kernels (liger-kernel: Triton kernels for CUDA and ROCm GPUs, patched into each model family's "
+          "modules before the model loads; not integrated, retrain's own kernels cover the logprob and LoRA paths)",
+          "remove it; kernels = \"auto\" picks retrain's own Triton kernels")
+_OSCAR = ("OScaR KV-cache quantization (it loads a checkout of the OScaR research repository, sample_oscar_repo, "
+          "that no package index ships, and runs flash-attn's flash_attn_with_kvcache, a CUDA-only kernel)",
+          "remove it; sample_use_cache keeps a full-precision KV cache")
 _FAST = ("Unsloth's vLLM generation (fast_inference)",
          'remove it; sampling runs retrain\'s engine in Unsloth\'s inference mode, or [inference] engine = "vllm"')
-_LORA = ("this LoRA variant", "remove it; lora_target_modules and lora_layers_to_transform choose what LoRA adapts")
 
 #: The local backend's memory policy (retrain.backends.local.memory): built there, not for unsloth.
 _MEMORY_POLICY: dict[str, tuple[str, str]] = {
@@ -118,14 +110,13 @@ _MEMORY_POLICY: dict[str, tuple[str, str]] = {
 _TRAIN_SHARED_NOT_BUILT: dict[str, tuple[str, str]] = {
     "train_selective_suffix_logits": ("completion-only logits", "remove it"),
     "train_supervised_context_tokens": ("supervised context-token masking", "remove it"),
-    "train_unsloth_fused_ce": _FUSED_CE,
-    "train_unsloth_fused_ce_target_gb": _FUSED_CE,
-    "train_unsloth_fused_ce_torch_compile": _FUSED_CE,
+    "train_unsloth_fused_ce": _UNSLOTH_CE,
+    "train_unsloth_fused_ce_target_gb": _UNSLOTH_CE,
+    "train_unsloth_fused_ce_torch_compile": _UNSLOTH_CE,
     "train_compile_selective_ce": _FUSED_CE,
     "train_compile_selective_ce_min_tokens": _FUSED_CE,
     "liger_kernel": _LIGER,
     "liger_fused_linear_ce": _LIGER,
-    "qwen35_gated_delta_kernel": ("the Qwen3.5 gated-delta kernel choice", "remove it"),
 }
 
 #: [backend.options] of built backends that nothing reads yet: backend -> option -> (what, instead).
@@ -141,12 +132,14 @@ NOT_BUILT_OPTIONS: dict[str, dict[str, tuple[str, str]]] = {
         "sample_oscar_kv_norm": _OSCAR,
         "sample_oscar_residual_block_size": _OSCAR,
         "sample_oscar_attn_implementation": _OSCAR,
-        "cudnn_causal_conv1d_shim": ("the cuDNN causal-conv1d shim", "remove it"),
-        "lora_fast_linear": _LORA,
+        "cudnn_causal_conv1d_shim": ("the cuDNN causal-conv1d shim (cuDNN's conv1d standing in for causal-conv1d "
+                                     "in Qwen3.5's layers)", "remove it; Qwen3.5's conv1d runs causal-conv1d where "
+                                     "installed, else transformers' torch reference"),
     },
     "unsloth": {
         **_TRAIN_SHARED_NOT_BUILT,
         **_MEMORY_POLICY,
+        "qwen35_gated_delta_kernel": ("the Qwen3.5 gated-delta kernel choice", "remove it"),
         "qwen35_gated_delta_chunk_size": ("the Qwen3.5 gated-delta chunk size", "remove it"),
         "fast_inference": _FAST,
         "gpu_memory_utilization": _FAST,

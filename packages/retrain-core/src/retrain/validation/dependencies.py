@@ -8,6 +8,7 @@ from __future__ import annotations
 from retrain.backends import catalog
 from retrain.config.schema import TrainConfig
 from retrain.plugins.resolve import is_dotted
+from retrain.registry import builtin
 from retrain.registry.health import COMPONENTS, module_available
 from retrain.validation.preflight import Preflight
 
@@ -64,8 +65,9 @@ def dependency_warnings(config: TrainConfig) -> list[str]:
         needs.append(("environment provider 'verifiers'", COMPONENTS["verifiers"]))
     if config.environment.provider == "openenv":
         needs.append(("environment provider 'openenv'", COMPONENTS["openenv"]))
-    if config.logging.wandb_project:
-        needs.append(("[logging] wandb_project", COMPONENTS["wandb"]))
+    for tracker in config.logging.tracker_names():
+        if tracker in builtin.TRACKERS:
+            needs.append((f"tracker {tracker!r}", COMPONENTS[tracker]))
     for what, comp in needs:
         if not comp.available:
             out.append(f"{what} needs {comp.module!r}: {comp.hint}")

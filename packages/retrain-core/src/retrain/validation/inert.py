@@ -78,6 +78,8 @@ def _loss_off(c: TrainConfig) -> str:
 
 _SERVER_ENGINES = '[inference] engine = "vllm", "sglang" or "openai"'
 _EVAL_SWITCH = "[eval] every = N, before_train = true or at_end = true"
+JUDGE_KEYS = ("reward.judge_model", "reward.judge_base_url", "reward.judge_api_key_env", "reward.judge_client",
+              "reward.judge_concurrency", "reward.judge_retries")
 
 INERT: tuple[Inert, ...] = (
     Inert(("data.source", "data.path", "data.difficulty"), lambda c: not c.environment.provider,
@@ -133,7 +135,10 @@ INERT: tuple[Inert, ...] = (
           lambda c: f"policy_loss_mode = {c.training.policy_loss_mode!r} has no dual clip",
           '[training] policy_loss_mode = "standard", "kl_cov" or "clip_cov"'),
     Inert(("echo.weight", "echo.loss_fn", "echo.target_retention", "echo.max_tokens_per_step", "echo.max_token_ratio",
-           "echo.entropy_floor"), lambda c: c.echo.enabled, _said("ECHO is off"), "[echo] enabled = true"),
+           "echo.entropy_floor", "echo.min_prompt_overlap"), lambda c: c.echo.enabled, _said("ECHO is off"),
+          "[echo] enabled = true"),
+    Inert(JUDGE_KEYS, lambda c: c.reward.type == "judge", lambda c: f"[reward] type = {c.reward.type!r}",
+          '[reward] type = "judge"'),
     Inert(("training.tl_grpo_branch_mode", "training.tl_grpo_branch_size", "training.tl_grpo_lookahead_steps",
            "training.tl_grpo_ema_decay", "training.tl_grpo_ema_init"), lambda c: c.training.tl_grpo,
           _said("TL-GRPO is off"), "[training] tl_grpo = true"),
@@ -141,6 +146,8 @@ INERT: tuple[Inert, ...] = (
            "backpressure.increase_margin", "backpressure.min_batch_size", "backpressure.max_batch_size",
            "backpressure.peak_gflops", "backpressure.peak_bw_gb_s"), lambda c: c.backpressure.enabled,
           _said("back-pressure is off"), "[backpressure] enabled = true"),
+    Inert(("logging.tracker_project",), lambda c: bool(c.logging.tracker_names()), _said("no tracker is selected"),
+          '[logging] trackers = ["tensorboard"] (or "mlflow", "trackio", "wandb")'),
 )
 
 

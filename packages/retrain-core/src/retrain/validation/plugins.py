@@ -22,6 +22,7 @@ def dotted_selectors(c: TrainConfig) -> list[tuple[str, str]]:
         ("[planning] detector", c.planning.detector),
         ("[data] source", c.data.source),
         ("[training] trainer", c.training.trainer),
+        *(("[logging] trackers", name) for name in c.logging.trackers),
     ]
     if a.algorithm_mode:
         candidates = [x for x in candidates if x[0] not in ("[algorithm] advantage_mode", "[algorithm] transform_mode")]

@@ -131,6 +131,10 @@ def _selectors(c: TrainConfig, caps: BackendCapabilities) -> list[ConfigIssue]:
     if c.reward.type == "custom" and not c.reward.custom_module:
         issues.append(ConfigIssue("type = custom needs custom_module", key="[reward] custom_module",
                                   hint='custom_module = "my_rewards"'))
+    url = c.reward.judge_base_url
+    if url and not (url.startswith(("http://", "https://")) and len(url.split("://", 1)[1].strip("/")) > 0):
+        issues.append(ConfigIssue(f"{url!r} must be an http:// or https:// URL", key="[reward] judge_base_url",
+                                  hint='judge_base_url = "http://127.0.0.1:8000/v1"'))
     if c.algorithm.uncertainty_kind == "shannon_entropy" and (engine != "pytorch" or not caps.full_token_distributions):
         here = [k for k in builtin.UNCERTAINTY_KINDS if k != "shannon_entropy"]
         issues.append(ConfigIssue(

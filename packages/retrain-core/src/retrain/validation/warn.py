@@ -18,8 +18,8 @@ def collect_warnings(c: TrainConfig) -> list[ConfigIssue]:
     # capture and replay require save_every = 0: no warning for what they impose
     if t.save_every == 0 and not (c.optimizer_batch.capture or t.trainer == "optimizer_replay"):
         msg = "0 disables periodic checkpoints; only the final adapter is saved"
-        if c.logging.wandb_project and c.logging.checkpoint_artifacts != "off":
-            msg += " (and no checkpoint artifacts are uploaded until the end)"
+        if "wandb" in c.logging.tracker_names() and c.logging.checkpoint_artifacts != "off":
+            msg += " (and no checkpoint is uploaded to W&B)"
         out.append(ConfigIssue(msg, key="[training] save_every"))
     if t.weight_decay < 0:
         out.append(ConfigIssue(f"{t.weight_decay} is negative", key="[training] weight_decay"))
@@ -28,7 +28,4 @@ def collect_warnings(c: TrainConfig) -> list[ConfigIssue]:
                                key="[eval] temperature"))
     if t.clip_eps > 0 and not backend_capabilities(c).ppo_clipping:
         out.append(ConfigIssue(f"backend {b.backend!r} may ignore PPO clipping", key="[training] clip_eps"))
-    if c.logging.wandb_project and c.logging.checkpoint_artifacts == "auto":
-        out.append(ConfigIssue("uploading checkpoints to W&B is not built yet in this version; they stay under "
-                               "adapter_path", key="[logging] checkpoint_artifacts"))
     return out

@@ -5,6 +5,7 @@ sharded with FSDP2 across the world's processes (`local.distributed`)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -42,8 +43,12 @@ from retrain.config.schema import TrainConfig
 from retrain.config.sft_loss import effective_sft_loss
 from retrain.errors import UserError
 from retrain.inference_engine.pytorch.sample import SampleStats, engine_metrics, generate
+from retrain.models.family import family_of, prepare_family
 from retrain.models.load import ModelSpec, load_model, load_tokenizer
+from retrain.models.quiet import kernel_fallbacks
 from retrain.models.tiny import is_tiny
+from retrain.models.untrained import warn_if_untrained
+from retrain.process.spans import span
 from retrain.types import Completion, Datum, SamplingParams, TrainOutput
 
 
@@ -92,7 +97,9 @@ class LocalBackend:
         spec = ModelSpec(config.model.model, config.model.revision, config.model.local_files_only,
                          o.trust_remote_code, tuple(sorted((model_overrides or {}).items())))
         model, tokenizer = self._load_base(config, spec)
+        self.family = family_of(model.config)
         self.tokenizer = HFTokenizer(tokenizer, reads_instructions=not is_tiny(config.model.model))
+        self.tokenizer.eos_token_ids = self.family.eos_token_ids(tokenizer, model, self.tokenizer.eos_token_ids)
         self.model_name = config.model.model
         self.max_context = int(getattr(model.config, "max_position_embeddings", 0) or 0)  # 0: not stated
         self.base_from_seed = is_tiny(config.model.model)
@@ -116,7 +123,9 @@ class LocalBackend:
         set_kernel_mode(o.kernels)
         reset_kernel_metrics()  # the record is process-wide: a run's first row counts only its own calls
         self.model = self._place(model)
-        self.fused_lora_layers = patch_peft_lora(self.model) if self.lora and self.patch_lora_kernels else 0
+        self.family_metrics = prepare_family(self.family, self.model, dataclasses.asdict(o))
+        fast = self.lora and self.patch_lora_kernels and o.lora_fast_linear
+        self.fused_lora_layers = patch_peft_lora(self.model) if fast else 0
         self.detached_lora_layers = detach_lora_input(self.model) if self.lora and o.lora_detach_input else 0
         self.kl_coef, self.kl_estimator = t.kl_coef, t.kl_estimator
         self.reference = Reference(self.model, lora=self.lora) if t.kl_coef > 0 else None
@@ -172,14 +181,19 @@ class LocalBackend:
 
     # model construction (hooks of variants) ---------------------------------------------
     def _load_base(self, config: TrainConfig, spec: ModelSpec) -> tuple[torch.nn.Module, Any]:
-        """(the base model on the CPU, its tokenizer)."""
-        return load_model(spec, seed=self.seed), load_tokenizer(spec)
+        """(the base model on the CPU, its tokenizer); a checkpoint that looks untrained is
+        named on stderr (retrain.models.untrained), the built-in `tiny` never."""
+        model, tokenizer = load_model(spec, seed=self.seed), load_tokenizer(spec)
+        if not is_tiny(spec.name):
+            warn_if_untrained(model, tokenizer, spec.name)
+        return model, tokenizer
 
     def _apply_lora(self, model: torch.nn.Module, config: TrainConfig) -> torch.nn.Module:
         o = self.options
         return apply_lora(model, rank=config.model.lora_rank, alpha=config.lora.alpha,
                           dropout=config.lora.dropout, targets=o.lora_target_modules,
-                          layers=o.lora_layers_to_transform, layers_pattern=o.lora_layers_pattern)
+                          layers=o.lora_layers_to_transform, layers_pattern=o.lora_layers_pattern,
+                          resolve=lambda suffixes: self.family.lora_targets(model, suffixes))
 
     def _place(self, model: torch.nn.Module) -> torch.nn.Module:
         return model.to(self.device)
@@ -296,6 +310,11 @@ class LocalBackend:
             return action_logprobs(self.model if model is None else model, mb.input_ids, mb.attention_mask, where,
                                    self.temperature, chunk)
 
+    def _sync(self) -> None:
+        """Wait for the device's queued kernels, so a timing span holds their time (CUDA only)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
     def _step(self, grad_norm_out: dict[str, float | int | str]) -> None:
         if self.grad_clip > 0:
             params = [p for g in self.optimizer.param_groups for p in g["params"]]
@@ -323,7 +342,8 @@ class LocalBackend:
             out = self.policy_gradients(datums)
             if out.tokens == 0 and not out.metrics.get("echo/tokens"):
                 return out
-            self._step(out.metrics)
+            with span("optimizer", self._sync):
+                self._step(out.metrics)
         finally:
             empty_cache(self.device, self.options.cuda_empty_cache)
         self.published.trained()
@@ -376,18 +396,20 @@ class LocalBackend:
                                tally: PolicyTally) -> int:
         """Backward of one micro-batch's loss (counted in `tally` when `real`); the offset into
         `selected` past its action tokens."""
-        new, aux = echo.split(self._new_logprobs(mb, echo.positions(mb.action, mb.echo)).float(),
-                              mb.action, mb.echo)
-        n = new.numel()
-        if n == 0 and aux is None:
-            return offset
-        loss = aux if aux is not None else new.new_zeros(())
-        if aux is not None and real:
-            tally.echo += float(aux.detach())
-        if n:
-            sel = selected[offset:offset + n] if selected is not None else None
-            loss = loss + self._token_loss(mb, new, sel, real, tally)
-        (loss * self.world.size).backward()  # FSDP averages gradients over ranks
+        with span("forward", self._sync):
+            new, aux = echo.split(self._new_logprobs(mb, echo.positions(mb.action, mb.echo)).float(),
+                                  mb.action, mb.echo)
+            n = new.numel()
+            if n == 0 and aux is None:
+                return offset
+            loss = aux if aux is not None else new.new_zeros(())
+            if aux is not None and real:
+                tally.echo += float(aux.detach())
+            if n:
+                sel = selected[offset:offset + n] if selected is not None else None
+                loss = loss + self._token_loss(mb, new, sel, real, tally)
+        with span("backward", self._sync):
+            (loss * self.world.size).backward()  # FSDP averages gradients over ranks
         if real:
             tally.loss += float(loss.detach())
         return offset + n
@@ -427,19 +449,22 @@ class LocalBackend:
             [(mb, True) for mb in token_budget_micro_batches(batch, budget, self.options.train_microbatch_size)]
         for mb, real in parts:
             with self.offload.context(self.device):  # saved activations wait in CPU memory (CUDA)
-                new = self._new_logprobs(mb).float()
-                if new.numel() == 0:
-                    continue
-                w = mb.advantages[mb.action].clamp_min(0) * real
-                loss = sft_loss(self.sft_kind, new, w).sum() / total
-                (loss * self.world.size).backward()  # FSDP averages gradients over ranks
+                with span("forward", self._sync):
+                    new = self._new_logprobs(mb).float()
+                    if new.numel() == 0:
+                        continue
+                    w = mb.advantages[mb.action].clamp_min(0) * real
+                    loss = sft_loss(self.sft_kind, new, w).sum() / total
+                with span("backward", self._sync):
+                    (loss * self.world.size).backward()  # FSDP averages gradients over ranks
                 loss_sum += float(loss.detach())
         if self.world.distributed:
             from retrain.backends.local import distributed
 
             loss_sum = distributed.sum_floats((loss_sum,), self.device)[0]
         metrics: dict[str, float | int | str] = {"sft/micro_batches": len(parts)}
-        self._step(metrics)
+        with span("optimizer", self._sync):
+            self._step(metrics)
         empty_cache(self.device, self.options.cuda_empty_cache)
         self.published.trained()
         self.train_time_s += time.perf_counter() - t0
@@ -488,6 +513,8 @@ class LocalBackend:
             "local_frozen_lora_a": self.frozen_lora_a,
             "local_detached_lora_layers": self.detached_lora_layers,
             **self.memory_metrics,
+            **self.family_metrics,
+            **kernel_fallbacks(),
             **self.offload.take(),
             **determinism.proof(),
             **kernel_metrics(reset=True),

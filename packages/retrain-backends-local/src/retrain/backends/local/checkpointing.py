@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from retrain.io.atomic import write_dir_atomic
+from retrain.models import multimodal
 from retrain.models.quiet import no_progress_bars
 
 #: where 0.1.0 checkpoints kept their weights
@@ -36,18 +37,37 @@ def save_weights(model: Any, folder: Path, *, lora: bool, state_dict: dict[str, 
             model.save_pretrained(str(folder), **extra)
         else:
             model.save_pretrained(str(folder), safe_serialization=True, **extra)
+    if lora and multimodal.hub_type(model) is not None:
+        _hub_layout(folder)
+
+
+def _hub_layout(folder: Path) -> None:
+    """A multimodal checkpoint's adapter under the names of the hub's class
+    (`retrain.models.multimodal`), so peft, vLLM and SGLang load it onto the checkpoint as shipped."""
+    from safetensors.torch import load_file, save_file
+
+    weights = folder / "adapter_model.safetensors"
+    save_file(multimodal.hub_names(load_file(str(weights))), str(weights), metadata={"format": "pt"})
+    config_file = folder / "adapter_config.json"
+    config = json.loads(config_file.read_text())
+    config["target_modules"] = multimodal.hub_module_names(config.get("target_modules"))
+    config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 def read_weights(folder: Path, *, lora: bool) -> dict[str, torch.Tensor]:
-    """The tensors of a weights folder as saved (adapter keys without the adapter's name)."""
+    """The tensors of a weights folder as the model names them (adapter keys without the
+    adapter's name)."""
     from safetensors.torch import load_file
 
+    # retrain's models never name a module model.language_model.*: a multimodal checkpoint
+    # trains as its text model, whose adapter is saved under the hub's names (and whose full
+    # weights transformers saves so, Qwen3.5's included)
     if lora:
-        return load_file(str(folder / "adapter_model.safetensors"))
+        return multimodal.local_names(load_file(str(folder / "adapter_model.safetensors")))
     state: dict[str, torch.Tensor] = {}
     for f in sorted(folder.glob("*.safetensors")):
         state.update(load_file(str(f)))
-    return state
+    return multimodal.local_names(state)
 
 
 def load_weights(model: Any, folder: Path, *, lora: bool) -> None:

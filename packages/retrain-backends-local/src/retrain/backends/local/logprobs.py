@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from retrain.models.family import SoftCapped, head_math
+
 
 def split_head(model: Any) -> tuple[Any, torch.nn.Module]:
     """(backbone returning last_hidden_state, lm_head) of a causal LM, peft-wrapped or not."""
@@ -55,7 +57,9 @@ def action_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: torch.T
 
     The head goes through retrain.kernels.selected_logprobs (Triton on CUDA, the chunked
     torch path elsewhere; never the [N, V] log-softmax); a head the kernels do not
-    understand falls back to chunked full-row logits here.
+    understand, or logits the model soft-caps (Gemma's `final_logit_softcapping`), fall back
+    to chunked full-row logits here. A model that divides its logits (Granite's
+    `logits_scaling`) divides the temperature's logits alike.
     """
     from retrain.kernels import lm_head_operands, selected_logprobs
 
@@ -63,6 +67,11 @@ def action_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: torch.T
     selected = hidden[action]
     targets = input_ids[:, 1:][action]
     _, head = split_head(model)
+    scale, softcap = head_math(model.config)  # what the model's own forward does after its head
+    if softcap is not None:
+        return selected_logprobs_torch(selected, SoftCapped(head, softcap), targets, temperature * scale,
+                                       chunk or 1024)
+    temperature = temperature * scale
     operands = lm_head_operands(head)
     if operands is None:
         return selected_logprobs_torch(selected, head, targets, temperature, chunk or 1024)

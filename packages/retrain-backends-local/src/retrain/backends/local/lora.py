@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
+
+from retrain.errors import UserError
 
 DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -31,10 +34,19 @@ def parse_layers(spec: str, num_layers: int) -> list[int] | None:
 
 
 def apply_lora(model: Any, *, rank: int, alpha: int, dropout: float, targets: str = "",
-               layers: str = "", layers_pattern: str = "layers") -> Any:
+               layers: str = "", layers_pattern: str = "layers",
+               resolve: Callable[[list[str]], list[str]] | None = None) -> Any:
+    """`resolve` turns the target suffixes into what peft is given (the model family's rule:
+    `retrain.models.family.Family.lora_targets`); a ValueError of it is the user's error."""
     from peft import LoraConfig, get_peft_model
 
     target_modules = [t.strip() for t in targets.split(",") if t.strip()] or list(DEFAULT_TARGETS)
+    if resolve is not None:
+        try:
+            target_modules = resolve(target_modules)
+        except ValueError as exc:
+            raise UserError(f"[backend.options] lora_target_modules = {targets!r}: {exc}",
+                            hint="name suffixes of the text model's linear layers (q_proj, ..., down_proj)") from None
     num_layers = int(getattr(model.config, "num_hidden_layers", 0) or 0)
     chosen = parse_layers(layers, num_layers) if num_layers else None
     config = LoraConfig(

@@ -36,6 +36,7 @@ class LocalOptions:
     lora_layers_pattern: str = "layers"
     lora_freeze_a: bool = False
     lora_detach_input: bool = False
+    lora_fast_linear: bool = True  # retrain.kernels' fused LoRA linear; false: peft's own forward
     kernels: str = "auto"
     # training passes
     train_microbatch_size: int = 0  # 0: the whole batch
@@ -46,6 +47,9 @@ class LocalOptions:
     sample_use_cache: bool = True
     sample_decoder: str = "auto"
     sample_cuda_graphs: bool = True
+    # model families' kernels (retrain.models: qwen35)
+    qwen35_gated_delta_kernel: str = "auto"
+    qwen35_gated_delta_chunk_size: str = "auto"
 
     @classmethod
     def read(cls, options: Mapping[str, Any]) -> LocalOptions:
@@ -75,6 +79,7 @@ READERS: dict[str, Callable[[Any], Any]] = {
     "lora_layers_pattern": str,
     "lora_freeze_a": bool,
     "lora_detach_input": bool,
+    "lora_fast_linear": bool,
     "kernels": str,
     "train_microbatch_size": int,
     "train_sft_microbatch_token_budget": int,
@@ -83,4 +88,6 @@ READERS: dict[str, Callable[[Any], Any]] = {
     "sample_use_cache": bool,
     "sample_decoder": str,
     "sample_cuda_graphs": bool,
+    "qwen35_gated_delta_kernel": str,
+    "qwen35_gated_delta_chunk_size": str,
 }

@@ -85,6 +85,7 @@ def engine_metrics(s: SampleStats) -> dict[str, float | int | str]:
 
 class Forward(Protocol):
     n: int
+    compactable: bool  # `compact` may be called (a quantised transformers cache keeps every row)
 
     def first_logits(self) -> torch.Tensor: ...
 
@@ -262,7 +263,7 @@ class _Loop:
                 if live == 0:
                     break
                 size = min(forward.n, -(-live // 8) * 8) if graphed else live
-                if size <= (forward.n // 2 if graphed else forward.n * 3 // 4):
+                if forward.compactable and size <= (forward.n // 2 if graphed else forward.n * 3 // 4):
                     keep = torch.sort(torch.argsort(finished.to(torch.int8), stable=True)[:size]).values
                     self._flush(length, stopped)
                     forward.compact(keep)

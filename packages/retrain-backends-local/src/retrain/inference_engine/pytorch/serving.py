@@ -29,6 +29,7 @@ import torch
 from retrain.backends.serving import ServedRow, ServeError, ServeRequest
 from retrain.inference_engine.pytorch.choice import Choice
 from retrain.inference_engine.pytorch.sample import RowSet, SampleStats, decode
+from retrain.models import multimodal
 
 
 @dataclass
@@ -287,10 +288,11 @@ class ServingEngine:
             if name in self.adapters:
                 self.model.delete_adapter(name)
                 del self.adapters[name]
-            if isinstance(self.model, PeftModel):
-                self.model.load_adapter(str(folder), adapter_name=name)
-            else:
-                self.model = PeftModel.from_pretrained(self.base, str(folder), adapter_name=name)
+            with multimodal.text_adapter(self.base, folder) as local:
+                if isinstance(self.model, PeftModel):
+                    self.model.load_adapter(str(local), adapter_name=name)
+                else:
+                    self.model = PeftModel.from_pretrained(self.base, str(local), adapter_name=name)
             self.model.to(self.device)
             self.model.eval()
         except Exception as exc:
@@ -316,6 +318,7 @@ def create(config: Any) -> ServingEngine:
 
     from retrain.backends.local.device import autocast_dtype, plan_device
     from retrain.backends.tokenizer import HFTokenizer
+    from retrain.models.family import family_of, prepare_family
     from retrain.models.load import ModelSpec, load_model, load_tokenizer
     from retrain.models.tiny import is_tiny
 
@@ -327,5 +330,8 @@ def create(config: Any) -> ServingEngine:
     tokenizer = HFTokenizer(load_tokenizer(spec), reads_instructions=not is_tiny(spec.name))
     model = load_model(spec, seed=seed).to(device)
     model.eval()
+    family = family_of(model.config)
+    tokenizer.eos_token_ids = family.eos_token_ids(tokenizer.hf, model, tokenizer.eos_token_ids)
+    prepare_family(family, model, config.backend.options)
     return ServingEngine(model, tokenizer, model_name=config.model.model, device=device, seed=seed,
                          autocast=autocast_dtype(device))

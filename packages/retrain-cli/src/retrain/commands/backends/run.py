@@ -59,8 +59,20 @@ def _backend_lines(entry: BackendEntry) -> list[str]:
                  else "            options: none")
     unbuilt = [k for k in schema if not option_built(entry.name, k)]
     if d.available and unbuilt:
-        lines += textwrap.wrap(f"not built yet ({len(unbuilt)}, refused when set): {', '.join(unbuilt)}",
-                               width=100, initial_indent=INDENT, subsequent_indent=INDENT + "  ")
+        lines.append(f"{INDENT}not built yet ({len(unbuilt)}, refused when set), and why:")
+        lines += _unbuilt_lines(NOT_BUILT_OPTIONS[entry.name], unbuilt)
+    return lines
+
+
+def _unbuilt_lines(table: dict[str, tuple[str, str]], unbuilt: list[str]) -> list[str]:
+    """The unbuilt options grouped by the feature (and reason) that leaves them unbuilt."""
+    by_what: dict[str, list[str]] = {}
+    for key in unbuilt:
+        by_what.setdefault(table[key][0], []).append(key)
+    lines: list[str] = []
+    for what, keys in by_what.items():
+        lines += textwrap.wrap(f"{', '.join(keys)}: {what}", width=100, initial_indent=INDENT + "  ",
+                               subsequent_indent=INDENT + "    ")
     return lines
 
 

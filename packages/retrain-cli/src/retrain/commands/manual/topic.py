@@ -35,6 +35,9 @@ ALIASES = {
     "bench": "benchmark",
     "sft": "training",
     "kl": "training",
+    "qwen": "models",
+    "gemma": "models",
+    "multimodal": "models",
 }
 
 
@@ -52,6 +55,7 @@ SUMMARIES = {
     "files": "the files retrain reads and writes",
     "inference": "sampling in-process or on a vLLM / SGLang / OpenAI-compatible server",
     "logging": "what a run writes: metrics.jsonl, state, run_meta.json, adapters, W&B",
+    "models": "model families: multimodal checkpoints, LoRA targets, end of turn, Qwen3.5's kernels",
     "options": "every override flag (--max-steps, --backend-opt KEY=VALUE, ...)",
     "plugins": "your own advantages, transforms, rewards, data, backends as dotted paths",
     "quickstart": "the bundled CPU demo, then your own config: write, preview, run",

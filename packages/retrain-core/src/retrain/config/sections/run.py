@@ -16,10 +16,20 @@ class LoggingConfig(Section):
     wandb_entity: Annotated[str, F("W&B entity.")] = ""
     wandb_group: Annotated[str, F("W&B group.")] = ""
     wandb_tags: Annotated[str, F("W&B tags, comma-separated.")] = ""
+    trackers: Annotated[
+        list[str],
+        F("Experiment trackers every row goes to: wandb, tensorboard, mlflow, trackio, an entry "
+          "point of group retrain.trackers, or a dotted path (a list or comma string); "
+          "wandb_project non-empty adds wandb."),
+    ] = msgspec.field(default_factory=list)
+    tracker_project: Annotated[
+        str, F("Project of trackio and experiment of MLflow (and W&B's project when wandb_project is "
+               "empty); default wandb_project, else \"retrain\".")
+    ] = ""
     checkpoint_artifacts: Annotated[
         Literal["auto", "off", "wandb"],
-        F("Checkpoint upload: auto (to W&B when it is on; until that is built, checkpoints stay "
-          "under adapter_path and a warning says so), off, wandb (fail-closed)."),
+        F("Checkpoints as W&B artifacts: auto (when W&B is on), off, wandb (fail-closed: a "
+          "checkpoint W&B did not store stops the run)."),
     ] = "auto"
     log_generations: Annotated[bool, F("Write emergence/generations.jsonl.")] = True
     generation_log_samples_per_prompt: Annotated[
@@ -31,6 +41,11 @@ class LoggingConfig(Section):
     strategic_grams: Annotated[
         str | list[str], F("Planning grams: a list, a JSON array string, or CSV; empty = built-in list.")
     ] = ""
+
+    def tracker_names(self) -> list[str]:
+        """`trackers` in order, each once, with `wandb` first when `wandb_project` is set (how
+        W&B was selected before trackers were a kind, and still is)."""
+        return list(dict.fromkeys([*(["wandb"] if self.wandb_project else []), *self.trackers]))
 
 
 class ResumeConfig(Section):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar
+from typing import Annotated, ClassVar, Literal
 
 import msgspec
 
@@ -31,10 +31,29 @@ class RewardConfig(Section):
     _prefix: ClassVar[str] = "reward_"
     type: Annotated[str, F("Reward: match, strict, partial, math, judge, custom, or a dotted path.")] = "match"
     judge_model: Annotated[str, F("Judge model for type = judge (default gpt-4o-mini).")] = ""
+    judge_base_url: Annotated[
+        str, F("OpenAI-compatible endpoint of the judge (http(s)://host[:port]/v1); empty = $OPENAI_BASE_URL, "
+               "else https://api.openai.com/v1.")
+    ] = ""
+    judge_api_key_env: Annotated[
+        str, F("Environment variable that holds the judge's API key (never the key itself); an unset "
+               "variable sends no key, which only a server on this machine accepts.")
+    ] = "OPENAI_API_KEY"
+    judge_client: Annotated[
+        Literal["http", "verifiers"],
+        F("http: retrain's own client, verdict 1 when the reply contains 'yes'; verifiers: the "
+          "verifiers package's reference-answer judge and its stricter verdict parsing."),
+    ] = "http"
+    judge_concurrency: Annotated[int, F("Judge requests in flight at once.", ge=1)] = 8
+    judge_retries: Annotated[
+        int, F("Retries of a judge request that timed out, could not connect or got 429/5xx, with "
+               "exponential backoff (0.5 s, 1 s, 2 s, ...).", ge=0)
+    ] = 2
     custom_module: Annotated[str, F("Module of the custom reward (type = custom).")] = ""
     custom_function: Annotated[str, F("Function of the custom reward: fn(response, reference).")] = "score"
     timeout_s: Annotated[
-        float, F("Per-item reward deadline in seconds; a reward that overruns (or raises) scores 0 and is counted.", gt=0)
+        float, F("Per-item reward deadline in seconds; a reward that overruns (or raises) scores 0 and is counted. "
+                 "type = judge: the wait for each judge request (each retry gets its own).", gt=0)
     ] = 10.0
     max_error_share: Annotated[
         float, F("Stop the run when at least this share of a step's completions fail to score (the reward raises, "

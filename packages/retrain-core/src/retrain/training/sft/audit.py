@@ -85,8 +85,7 @@ def write_manifest(config: TrainConfig, data: SftData, log_dir: Path, final: Pat
     t = config.training
     manifest = {
         "schema_version": SCHEMA_VERSION, "trainer": "sft", "model": config.model.model,
-        "data": {"path": str(data.path.resolve()), "sha256": data.sha256, "rows": len(data.rows), "bytes": data.size,
-                 "kinds": sorted({r.kind for r in data.rows})},
+        "data": {**data.provenance(), "kinds": sorted({r.kind for r in data.rows})},
         "schedule": None if schedule is None else {"seed": schedule.seed, "order": schedule.order,
                                                    "batch_size": schedule.batch_size,
                                                    "length_bucket_size": t.sft_length_bucket_size,

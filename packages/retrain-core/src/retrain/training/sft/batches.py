@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from retrain.backends.protocol import Tokenizer
 from retrain.config.schema import TrainConfig
+from retrain.training.sft.contract import check_tokens
 from retrain.training.sft.data import SftData, SftDataError, encode_all, sft_cap
 from retrain.training.sft.order import BatchSchedule
 from retrain.training.state import SftSchedule, TrainerState
@@ -52,6 +53,8 @@ class SftBatches:
         t = config.training
         self.encoded = encode_all(data, tokenizer)
         self.cap = sft_cap(config)
+        if data.audits.get("token_audit") is not None:
+            data.audits["token_audit"]["checked"] = check_tokens(config, [len(e.tokens) for e in self.encoded])
         lengths = tuple(min(len(e.tokens), self.cap) for e in self.encoded)
         self.schedule = BatchSchedule(lengths, plan.batch_size, plan.order, plan.seed, t.sft_length_bucket_size,
                                  t.sft_reshuffle_each_epoch)

@@ -9,13 +9,14 @@ A row is one JSON object per line, one of three shapes:
 
 The pins `sft_data_sha256` (of the file's bytes) and `sft_data_rows` (non-blank lines) are
 checked before the model loads; a mismatch names the key, the expected and the actual value.
+So are the audits that vouch for the data (retrain.training.sft.contract).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,13 @@ class SftData:
     rows: list[SftRow]
     sha256: str
     size: int
+    # the audits that vouch for the data, verified (retrain.training.sft.contract): "audit", "token_audit"
+    audits: dict[str, Any] = field(default_factory=dict)
+
+    def provenance(self) -> dict[str, Any]:
+        """What `run_meta.json`, the SFT manifest and `retrain trace` record of the data."""
+        return {"path": str(self.path.resolve()), "sha256": self.sha256, "rows": len(self.rows), "bytes": self.size,
+                **self.audits}
 
 
 @dataclass(frozen=True)
@@ -123,9 +131,12 @@ def check_pins(config: TrainConfig, data: SftData) -> None:
 
 
 def load_sft_data(config: TrainConfig) -> SftData:
+    """The data, its pins checked and its audits verified (before any model loads)."""
+    from retrain.training.sft.contract import verify_audits
+
     data = read_sft_data(config.training.sft_data_path)
     check_pins(config, data)
-    return data
+    return replace(data, audits=verify_audits(config, data))
 
 
 def sft_cap(config: TrainConfig) -> int:

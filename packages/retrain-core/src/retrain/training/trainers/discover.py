@@ -16,7 +16,6 @@ written to `discover_archive.json` in the log directory, also when the run stops
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +23,7 @@ import numpy as np
 from retrain.config.schema import TrainConfig
 from retrain.io.atomic import write_json_atomic
 from retrain.io.layout import DISCOVER_ARCHIVE
+from retrain.process.spans import Spans, span
 from retrain.rollout.group import StepRollouts
 from retrain.training.console import Reporter
 from retrain.training.discovery.archive import Archive
@@ -50,16 +50,16 @@ class DiscoverTrainer(Trainer):
         limit = params.max_entries(batch_size, group_size)
         try:
             for step in range(t.max_steps):
-                self._step(run, step, problem, archive, params, limit)
+                with Spans().collect() as spans:
+                    self._step(run, spans, step, problem, archive, params, limit)
         finally:  # a run stopped early (an interrupt, the reward error budget) keeps its archive too
             write_json_atomic(Path(c.logging.log_dir) / DISCOVER_ARCHIVE, archive.to_dict(), indent=1)
 
-    def _step(self, run: Run, step: int, problem: Example, archive: Archive, params: DiscoverParams,
+    def _step(self, run: Run, spans: Spans, step: int, problem: Example, archive: Archive, params: DiscoverParams,
               limit: int) -> None:
         """Steps 1 to 5 of one RL step, then its record (Trainer._step_done)."""
         t, tokenizer = self.config.training, run.backend.tokenizer
         batch_size, group_size = run.sizes
-        t0 = time.perf_counter()
         starts = archive.select(batch_size, params.puct_c)
         for start in starts:
             archive.record_selection(start)
@@ -69,7 +69,8 @@ class DiscoverTrainer(Trainer):
             text = memory_prompt(problem.prompt, archive, start, params)
             batch.append((Example(prompt=text, reference=problem.reference, task=problem.task,
                                   info=problem.info, example_id=problem.example_id), tokenizer.encode_prompt(text)))
-        run.backend.checkpoint(f"step_{step}")
+        with span("sync"):
+            run.backend.checkpoint(f"step_{step}")
         rollouts = collect(run.backend, run.flow, batch, group_size=group_size)
         rollouts.policy_version = step
         for start, group in zip(starts, rollouts.groups, strict=True):
@@ -78,9 +79,9 @@ class DiscoverTrainer(Trainer):
         archive.prune(limit)
         adv = advantages(run.flow, rollouts, run.backend, step=t.sft_warmup_steps + step,
                          adv_clip_max=t.adv_clip_max)
-        out, train_s = train_on(run.backend, adv, t.lr, t.weight_decay)
+        out = train_on(run.backend, adv, t.lr, t.weight_decay)
         extra = _step_metrics(archive, start_depths, rollouts)
-        self._step_done(run, TrainedStep(step, t0, rollouts, adv, out, train_s, run.cursor.index, extra))
+        self._step_done(run, TrainedStep(step, spans, rollouts, adv, out, run.cursor.index, extra))
 
     def _resume_hint(self) -> str:
         archive = Path(self.config.logging.log_dir) / DISCOVER_ARCHIVE

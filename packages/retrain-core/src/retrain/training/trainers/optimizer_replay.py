@@ -10,11 +10,14 @@
 4. save the weights to `<adapter_path>/final` and compare: the loss must equal the captured
    loss and the weights' digest the captured one, exactly; otherwise the run fails.
 
-`<log_dir>/optimizer_batch_replay_manifest.json` records what was compared.
+`<log_dir>/optimizer_batch_replay_manifest.json` records what was compared; the trackers of
+`[logging]` get it as one row at step 0 (`loss`, `captured_loss`, `loss_equal`,
+`weights_equal`, `datums`, `train_time_s`), a mismatch included.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,7 @@ from retrain.config.schema import TrainConfig
 from retrain.errors import UserError
 from retrain.io.atomic import write_json_atomic
 from retrain.io.layout import FINAL, REPLAY_MANIFEST
+from retrain.process.spans import span
 from retrain.training.meta import RunStatus
 from retrain.training.optimizer_batch.artifact import (
     Artifact,
@@ -31,6 +35,8 @@ from retrain.training.optimizer_batch.artifact import (
     weights_digest,
 )
 from retrain.training.result import RunResult
+from retrain.training.trackers.select import tracking
+from retrain.training.trackers.sink import payload
 
 
 class ReplayMismatch(RuntimeError):
@@ -46,19 +52,22 @@ def replay(config: TrainConfig, *, config_path: str = "") -> tuple[str, dict[str
         raise UserError(f"optimizer replay: {difference}")
     require_runnable(config)
     status = RunStatus(config, config_path=config_path)
-    with status.recorded():
-        final, report = _replay(config, artifact, status)
+    with status.recorded(), tracking(config, "optimizer_replay") as trackers:
+        final, report = _replay(config, artifact, status, lambda row: trackers.log_row(payload(row), 0))
     status.succeeded(final)
     return final, report
 
 
-def _replay(config: TrainConfig, artifact: Artifact, status: RunStatus) -> tuple[str, dict[str, Any]]:
-    """Steps 3 and 4; a mismatch is recorded as `replay_mismatch` and raised."""
+def _replay(config: TrainConfig, artifact: Artifact, status: RunStatus,
+            record: Callable[[dict[str, Any]], None]) -> tuple[str, dict[str, Any]]:
+    """Steps 3 and 4, the comparison `record`ed; a mismatch is recorded as `replay_mismatch`
+    and raised."""
     backend = create_backend(config)
     try:
         backend.load_checkpoint(str(artifact.initial))
         batch = artifact.batch
-        out = backend.train_step(batch.datums, batch.lr, batch.weight_decay)
+        with span("train") as trained:
+            out = backend.train_step(batch.datums, batch.lr, batch.weight_decay)
         final = backend.save_adapter(str(Path(config.backend.adapter_path) / FINAL))
     finally:
         backend.close()
@@ -70,6 +79,9 @@ def _replay(config: TrainConfig, artifact: Artifact, status: RunStatus) -> tuple
     report["loss_equal"] = out.loss == artifact.manifest["loss"]
     report["weights_equal"] = digest == artifact.manifest["updated_sha256"]
     write_json_atomic(Path(config.logging.log_dir) / REPLAY_MANIFEST, report)
+    record({"loss": out.loss, "captured_loss": artifact.manifest["loss"], "loss_equal": report["loss_equal"],
+            "weights_equal": report["weights_equal"], "datums": len(batch.datums),
+            "train_time_s": round(trained.seconds, 6)})
     if not (report["loss_equal"] and report["weights_equal"]):
         error = (f"the replayed step differs from the captured one: loss {out.loss!r} vs {artifact.manifest['loss']!r}, "
                  f"weights {'equal' if report['weights_equal'] else 'different'}")

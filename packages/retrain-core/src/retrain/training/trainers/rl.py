@@ -26,6 +26,7 @@ from retrain.evaluation.evaluate import encode_problems, evaluate
 from retrain.evaluation.problems import load_problems
 from retrain.evaluation.settings import EvalPlan
 from retrain.io.layout import FINAL, checkpoint_name
+from retrain.process.spans import Spans, span
 from retrain.process.world import World, current_world
 from retrain.training import faults
 from retrain.training.console import PlainReporter, Reporter, eval_line
@@ -44,10 +45,9 @@ from retrain.training.reward_faults import RewardFaults
 from retrain.training.run import HeldOut, Run
 from retrain.training.rundir import Start, running
 from retrain.training.sft.batches import SftBatches, schedule_state
-from retrain.training.sft.data import load_sft_data, sft_cap
+from retrain.training.sft.data import SftData, load_sft_data, sft_cap
 from retrain.training.step import advantages, train_on
 from retrain.training.telemetry import WarmupRow, backend_counters
-from retrain.training.wandb import create_wandb_sink
 from retrain.training.warmup import WarmupData, warmup_batch_size, warmup_lr
 from retrain.validation.trace import trace
 
@@ -67,6 +67,9 @@ class Trainer:
     def run(self) -> RunResult:
         c = self.config
         started = time.perf_counter()
+        # before anything is built or written: a bad pin or audit fails the run at once, and
+        # run_meta.json records the data's provenance from its first write
+        sft_data = load_sft_data(c) if c.training.sft_warmup_steps and c.training.sft_data_path else None
         flow = self._flow()
         with contextlib.ExitStack() as cleanup:
             cleanup.callback(flow.close)
@@ -75,9 +78,10 @@ class Trainer:
                          warmup_steps=c.training.sft_warmup_steps) if self.world.leader else FollowerLog(
                 c.logging.log_dir, warmup_steps=c.training.sft_warmup_steps)
             cleanup.callback(log.close)
-            status = RunStatus(c, config_path=self.config_path, world_size=self.world.size, write=log.write_meta)
+            status = RunStatus(c, config_path=self.config_path, world_size=self.world.size, write=log.write_meta,
+                               sft_data=sft_data.provenance() if sft_data is not None else None)
             start = cleanup.enter_context(running(c, log, status))
-            run = self._open(flow, log, start, cleanup)
+            run = self._open(flow, log, start, cleanup, sft_data)
             self.stop = cleanup.enter_context(StopRequest(self.reporter.message).installed(not self.world.distributed))
             if run.state.phase == "sft":
                 self._warmup(run)
@@ -95,19 +99,18 @@ class Trainer:
                 i.message for i in report.issues if i.severity == "error"))
         for issue in report.issues:
             self.reporter.message(f"flow warning [{issue.category}]: {issue.message}")
-        return build_flow(c)
+        return build_flow(c, reward_dir=c.logging.log_dir if self.world.leader else None)
 
-    def _open(self, flow: Flow, log: RunLog, start: Start, cleanup: contextlib.ExitStack) -> Run:
+    def _open(self, flow: Flow, log: RunLog, start: Start, cleanup: contextlib.ExitStack,
+              sft_data: SftData | None) -> Run:
         c, state = self.config, start.state
         caps = capabilities(c)
         state.resume_mode, state.resume_warning = resume_contract(caps)
-        if self.world.leader:
-            log.wandb = create_wandb_sink(c, condition=flow.condition)
+        log.open_trackers(c, condition=flow.condition, warn=self.reporter.message)
         env = flow.environment
         examples = list(env.examples()) if env is not None else load_examples(c)
         plan = EvalPlan.of(c)
         held_out_examples = load_problems(c) if plan.schedule.enabled else None  # fails before the model loads
-        sft_data = load_sft_data(c) if c.training.sft_warmup_steps and c.training.sft_data_path else None
         backend: TrainBackend = create_backend(c)
         cleanup.callback(backend.close)
         if start.checkpoint:
@@ -179,18 +182,20 @@ class Trainer:
             plan = schedule_state(c, state, len(run.sft_data.rows))
             batches = SftBatches(c, run.sft_data, run.backend.tokenizer, plan)
         for step in range(state.sft_step + 1, total):
-            t0 = time.perf_counter()
-            extra: dict[str, int] = {}
-            if batches is not None:
-                batch = batches.step(step)
-                datums, extra = batch.datums, batch.metrics()
-            else:
-                datums = [data.datum(ex, ids) for ex, ids in run.cursor.take(size)]
-            out = run.backend.sft_step(datums, lr, c.training.weight_decay)
-            elapsed = round(time.perf_counter() - t0, 6)
+            with Spans().collect() as spans:
+                extra: dict[str, int] = {}
+                if batches is not None:
+                    batch = batches.step(step)
+                    datums, extra = batch.datums, batch.metrics()
+                else:
+                    datums = [data.datum(ex, ids) for ex, ids in run.cursor.take(size)]
+                with span("train"):
+                    out = run.backend.sft_step(datums, lr, c.training.weight_decay)
+            elapsed = round(spans.elapsed(), 6)  # the whole step, as train_time_s has always been for warmup rows
             row = WarmupRow(step=step, loss=out.loss, lr=lr, datums=len(datums), supervised_tokens=out.tokens,
                             step_time_s=elapsed, train_time_s=elapsed).to_dict(backend_counters(run.backend),
-                                                                               {**extra, "world_size": self.world.size})
+                                                                               {**extra, "world_size": self.world.size},
+                                                                               spans.fields())
             run.log.record_warmup(row, step)
             state.sft_step, state.example_idx = step, run.cursor.index
             self.reporter.warmup(step, total, row)
@@ -204,18 +209,16 @@ class Trainer:
         if run.state.step == -1:
             self._evaluate(run, 0)
         for step in range(run.state.step + 1, t.max_steps):
-            t0 = time.perf_counter()
-            rollouts = run.producer.next(step, run.sizes)
-            # SEPA and the advantage pipeline count steps globally, warmup steps included
-            adv = advantages(run.flow, rollouts, run.backend, step=t.sft_warmup_steps + step,
-                             adv_clip_max=t.adv_clip_max, tl_grpo=t.tl_grpo)
-            if self.config.optimizer_batch.capture:
-                out, train_s, captured = self._captured_step(run, adv)
-            else:
-                out, train_s = train_on(run.backend, adv, t.lr, t.weight_decay)
-                captured = {}
-            self._step_done(run, TrainedStep(step, t0, rollouts, adv, out, train_s, run.producer.committed_index,
-                                             captured))
+            with Spans().collect() as spans:
+                rollouts = run.producer.next(step, run.sizes)
+                # SEPA and the advantage pipeline count steps globally, warmup steps included
+                adv = advantages(run.flow, rollouts, run.backend, step=t.sft_warmup_steps + step,
+                                 adv_clip_max=t.adv_clip_max, tl_grpo=t.tl_grpo)
+                if self.config.optimizer_batch.capture:
+                    out, captured = self._captured_step(run, adv)
+                else:
+                    out, captured = train_on(run.backend, adv, t.lr, t.weight_decay), {}
+            self._step_done(run, TrainedStep(step, spans, rollouts, adv, out, run.producer.committed_index, captured))
 
     def _step_done(self, run: Run, trained: TrainedStep) -> None:
         """Record the step (retrain.training.record), then: evaluate when due, the fault point,
@@ -232,7 +235,7 @@ class Trainer:
                                           self._resume_hint())
         self._stop_if_asked(run, step)
 
-    def _captured_step(self, run: Run, adv: Any) -> tuple[Any, float, dict[str, str]]:
+    def _captured_step(self, run: Run, adv: Any) -> tuple[Any, dict[str, str]]:
         """The step's update, with its exact inputs and outputs captured
         (retrain.training.optimizer_batch.artifact); validation allows it on step 0 only."""
         from retrain.training.optimizer_batch.artifact import Capture
@@ -243,7 +246,7 @@ class Trainer:
                                "(every group tied), so there is no update to capture; change the seed")
         capture = Capture(self.config.logging.log_dir, run.backend)
         try:
-            out, train_s = train_on(run.backend, adv, t.lr, t.weight_decay)
+            out = train_on(run.backend, adv, t.lr, t.weight_decay)
             assert out is not None
             pins = capture.finish(self.config, adv.datums, t.lr, t.weight_decay, out.loss)
         except BaseException:
@@ -252,7 +255,7 @@ class Trainer:
         self.reporter.message(f"captured the optimizer batch: {pins['manifest']}\n"
                               f"  expected_manifest_sha256 = \"{pins['manifest_sha256']}\"\n"
                               f"  expected_logical_sha256 = \"{pins['logical_sha256']}\"")
-        return out, train_s, {f"optimizer_batch/{k}": v for k, v in pins.items()}
+        return out, {f"optimizer_batch/{k}": v for k, v in pins.items()}
 
     def _evaluate(self, run: Run, done: int) -> None:
         """Evaluate the policy after `done` RL steps when the schedule says so. It runs after

@@ -25,6 +25,7 @@ from retrain.backends.create import create_backend, require_runnable
 from retrain.backends.protocol import TrainBackend
 from retrain.config.schema import TrainConfig
 from retrain.io.layout import FINAL, checkpoint_name
+from retrain.process.spans import Spans, span
 from retrain.training import faults
 from retrain.training.console import PlainReporter, Reporter
 from retrain.training.log import RunLog
@@ -53,9 +54,10 @@ class SftTrainer:
         with contextlib.ExitStack() as cleanup:
             log = RunLog(c.logging.log_dir, log_generations=False)
             cleanup.callback(log.close)
-            status = RunStatus(c, config_path=self.config_path, write=log.write_meta)
+            status = RunStatus(c, config_path=self.config_path, write=log.write_meta, sft_data=data.provenance())
             start = cleanup.enter_context(running(c, log, status))
             write_start(c, data, log.dir)
+            log.open_trackers(c, condition="sft", warn=self.reporter.message)
             backend: TrainBackend = create_backend(c)
             cleanup.callback(backend.close)
             if start.checkpoint:
@@ -85,10 +87,11 @@ class SftTrainer:
                              "steps": total, "rows": len(data.rows), "batch": plan.batch_size,
                              "epochs": round(schedule.epoch_of(total - 1), 3), "log_dir": c.logging.log_dir})
         for step in range(state.sft_step + 1, total):
-            t0 = time.perf_counter()
-            batch = batches.step(step)
-            out = backend.sft_step(batch.datums, lr, t.weight_decay)
-            elapsed = time.perf_counter() - t0
+            with Spans().collect() as spans:
+                batch = batches.step(step)
+                with span("train"):
+                    out = backend.sft_step(batch.datums, lr, t.weight_decay)
+            elapsed = spans.elapsed()  # step_time_s and train_time_s are both the whole step, as ever
             tokens = batch.tokens
             row: dict[str, Any] = {
                 "step": step, "phase": "sft", "loss": out.loss, "lr": lr, "epoch": round(schedule.epoch_of(step), 6),
@@ -99,6 +102,7 @@ class SftTrainer:
                 "process_max_rss_mb": peak_rss_mb(),
                 **out.metrics, **backend_counters(backend),
             }
+            row.update({k: v for k, v in spans.fields().items() if k not in row})
             log.record_warmup(row, step)
             log.last_row = row
             state.sft_step = step

@@ -34,6 +34,7 @@ from retrain.environments.openenv.tl_grpo import TLGRPO
 from retrain.errors import UserError
 from retrain.rollout.episode import Segment, episode_metrics
 from retrain.rollout.group import Group, StepRollouts
+from retrain.rollout.stitch import prefix_overlap
 from retrain.types import Completion, Example, SamplingParams
 
 
@@ -177,8 +178,9 @@ class OpenEnvEnvironment:
             if self.s.require_bridge:
                 raise RuntimeError("the chat template does not extend the conversation exactly, so the observation "
                                    "tokens cannot be bridged ([echo] require_live_observation_bridge = true)")
+            row = ep.prompt + list(c.token_ids)  # the segment's stream so far
             ep.prompt = prompt_ids(tok, ep.messages)
-            ep.segments.append(Segment(prompt_ids=list(ep.prompt)))
+            ep.segments.append(Segment(prompt_ids=list(ep.prompt), overlap=prefix_overlap(row, ep.prompt)))
             return
         ep.pending = obs
         ep.prompt = ep.prompt + list(c.token_ids) + obs

@@ -43,6 +43,7 @@ from retrain.environments.verifiers.prompt import messages
 from retrain.errors import UserError
 from retrain.rollout.episode import Episode, Segment, Turn, episode_metrics
 from retrain.rollout.group import Group, StepRollouts
+from retrain.rollout.stitch import prefix_overlap
 from retrain.types import Completion, Example, SamplingParams
 
 #: verifiers' stop conditions that are retrain's limits ([environment] max_turns, max_episode_tokens)
@@ -107,6 +108,7 @@ def played(group: int, vep: Any, served: Served) -> Played:
     trace = traces[0]
     segs: list[Segment] = []
     seen: set[int] = set()  # branches share their common prefix's nodes; each sampled node trains once
+    previous: list[int] = []
     for branch in trace.branches:
         if not branch.trainable:
             continue
@@ -115,7 +117,10 @@ def played(group: int, vep: Any, served: Served) -> Played:
         seg, unmatched = segments(branch.token_ids, mask, branch.logprobs, served)
         out.unmatched_turns += unmatched
         if seg.turns:
+            if segs:  # a branch where verifiers could not extend the previous one's tokens
+                seg.overlap = prefix_overlap(previous, branch.token_ids)
             segs.append(seg)
+            previous = list(branch.token_ids)
     if not segs:
         out.failure = "the episode's trace holds no sampled tokens"
         return out

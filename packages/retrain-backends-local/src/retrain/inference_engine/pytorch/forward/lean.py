@@ -1,5 +1,9 @@
 """retrain's own decoding forward for the llama family (llama, mistral, qwen2, qwen3), on the
-transformers model's own weights, with a preallocated KV cache.
+transformers model's own weights, with a preallocated KV cache. Which layers it runs is read
+from the model family's plan (`retrain.models.layers`): full attention and dense MLPs today;
+a family whose plan holds anything else (a sliding window shorter than the sequence, linear
+attention, experts, soft-capped logits) decodes on transformers' forward, with the reason in
+`engine_decoder_note`. The plan is where a decoder for those layers reads how to run them.
 
 transformers' forward spends most of a decoding step in Python (cache objects, mask builders,
 hooks, peft's per-adapter dispatch): per layer it costs more than the layer's arithmetic on
@@ -33,6 +37,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from retrain.inference_engine.pytorch.forward.graphs import StepGraphs
+from retrain.models.family import family_of
 
 FAMILIES = frozenset({"llama", "mistral", "qwen2", "qwen3"})
 #: CPU decoding packs weights of at least this many elements, in calls of at least PACK_MIN_STEPS
@@ -184,9 +189,12 @@ class LeanModel:
         rope = str(getattr(rotary, "rope_type", "default"))
         if rope not in STATIC_ROPE:
             raise Unsupported(f"rotary type {rope!r}")
-        windows = [int(w) for block in body.layers if (w := getattr(block.self_attn, "sliding_window", None))]
-        if windows and columns > min(windows):
-            raise Unsupported(f"a sliding window of {min(windows)} tokens shorter than the sequence")
+        # the family's plan says how each layer runs (transformers 5 keeps the sliding window on
+        # the config, not on the attention module); this decoder runs full attention (a window
+        # no shorter than the sequence is one) and dense MLPs
+        why = family_of(config).plan(config).unsupported(columns=columns)
+        if why is not None:
+            raise Unsupported(why)
         embed = body.embed_tokens.weight
         dtype = compute_dtype or embed.dtype
         if pack_rows is not None and (embed.device.type != "cpu" or dtype != torch.float32
@@ -255,6 +263,7 @@ class LeanForward:
         self.column = torch.full((1,), self.width, dtype=torch.long, device=device)
         self.col = self.width
         self.n = self.rows
+        self.compactable = True
         self._prompt_logits: torch.Tensor | None = self._prefill(ids, mask, positions, expand)
         self.graphs = StepGraphs(lambda n: self.step_logits(n, self.columns)) if graphs else None
 

@@ -1,0 +1,127 @@
+"""What retrain needs to know about a model family, asked of one module per family and chosen
+by the config's `model_type` (`family_of`). Nothing family-specific lives outside `models/`.
+
+A family answers:
+
+- `plan(config)`: how each decoder layer runs (`retrain.models.layers.DecoderPlan`): the
+  contract a decoder that runs the weights itself reads (`forward.lean`; Qwen3.5's hybrid
+  layers, Gemma's windows and Qwen3-MoE's routers are described here for it to implement).
+- `lora_targets(model, suffixes)`: what LoRA adapts. A causal LM: the suffixes themselves. A
+  multimodal checkpoint's text model, or a model with fused experts: the exact names of its
+  linear layers ending with one.
+- `end_of_turn`: tokens that end an assistant turn in the family's chat format, stop tokens
+  of sampling beside the tokenizer's EOS and the checkpoint's generation config's.
+- `prepare(model, options)`: kernel choices made once the model is loaded (Qwen3.5's gated
+  delta rule), with the metrics that say what was chosen.
+
+The base class is every other causal LM's family (llama, mistral, qwen2, qwen3, smollm3,
+olmo2, phi3, granite, gpt_oss, ...): transformers' config says all there is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from retrain.errors import UserError
+from retrain.models import multimodal
+from retrain.models.layers import DecoderPlan, plan_of
+
+
+class Family:
+    name: ClassVar[str] = "causal LM"
+    model_types: ClassVar[tuple[str, ...]] = ()
+    end_of_turn: ClassVar[tuple[str, ...]] = ()
+    #: `[backend.options]` only this family reads, with their defaults
+    options: ClassVar[Mapping[str, Any]] = {}
+
+    def plan(self, config: Any) -> DecoderPlan:
+        return plan_of(text_config(config))
+
+    def lora_targets(self, model: Any, suffixes: list[str]) -> list[str]:
+        """Suffixes as given, except for a multimodal checkpoint's text model and a model with
+        fused experts: there the exact names of the linear layers they end (peft would also
+        adapt fused expert tensors by their names, which neither the merged sampler nor vLLM
+        follows)."""
+        fused = any(".experts." in name for name, _ in model.named_parameters())
+        if fused or multimodal.hub_type(model) is not None:
+            return multimodal.exact_targets(model, suffixes)
+        return suffixes
+
+    def prepare(self, model: Any, options: Mapping[str, Any]) -> dict[str, float | int | str]:
+        """Kernel choices for `model` on its device; the metrics naming them. UserError for an
+        option this machine cannot honour."""
+        return {}
+
+    def eos_token_ids(self, tokenizer: Any, model: Any, base: Sequence[int]) -> list[int]:
+        """`base` (the tokenizer's EOS) with the checkpoint's generation-config EOS ids and the
+        family's end-of-turn tokens the tokenizer knows, in that order, without repeats."""
+        out = list(base)
+        generation = getattr(model, "generation_config", None)
+        ids = getattr(generation, "eos_token_id", None)
+        for i in ids if isinstance(ids, list) else [ids]:
+            if isinstance(i, int) and i not in out and 0 <= i < _vocab(model):
+                out.append(i)
+        vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
+        for token in self.end_of_turn:
+            i = vocab.get(token)
+            if isinstance(i, int) and i not in out:
+                out.append(i)
+        return out
+
+
+def text_config(config: Any) -> Any:
+    get = getattr(config, "get_text_config", None)
+    return get() if callable(get) else config
+
+
+def _vocab(model: Any) -> int:
+    return int(getattr(text_config(model.config), "vocab_size", 0) or 0)
+
+
+def families() -> tuple[Family, ...]:
+    from retrain.models import gemma3, gemma4, qwen3_moe, qwen35
+
+    return qwen35.Qwen35(), gemma3.Gemma3(), gemma4.Gemma4(), qwen3_moe.Qwen3Moe()
+
+
+def family_of(config: Any) -> Family:
+    """The family of a model's config (a multimodal config or its text config alike)."""
+    kinds = {str(getattr(config, "model_type", "")), str(getattr(text_config(config), "model_type", ""))}
+    for family in families():
+        if kinds & set(family.model_types):
+            return family
+    return Family()
+
+
+def prepare_family(family: Family, model: Any, options: Mapping[str, Any]) -> dict[str, float | int | str]:
+    """`family.prepare`, after refusing (UserError) an option of another family set away from
+    its default: it would change nothing for this model."""
+    for other in families():
+        if type(other) is type(family):
+            continue
+        for key, default in other.options.items():
+            if key in options and options[key] != default:
+                kind = getattr(model.config, "model_type", "?")
+                raise UserError(f"[backend.options] {key} = {options[key]!r} applies to {other.name} models, "
+                                f"and this model is a {kind}", hint="remove it")
+    return family.prepare(model, options)
+
+
+def head_math(config: Any) -> tuple[float, float | None]:
+    """(scale, soft-cap) a causal LM applies to its head's logits: logits / scale (Granite's
+    `logits_scaling`), then cap * tanh(logits / cap) (Gemma's `final_logit_softcapping`)."""
+    plan = family_of(config).plan(config)
+    return plan.logit_scale, plan.logit_softcap
+
+
+class SoftCapped:
+    """A head whose logits are soft-capped: cap * tanh(head(h) / cap)."""
+
+    def __init__(self, head: Any, cap: float) -> None:
+        self.head, self.cap = head, cap
+
+    def __call__(self, hidden: Any) -> Any:
+        import torch
+
+        return self.cap * torch.tanh(self.head(hidden) / self.cap)

@@ -1,0 +1,101 @@
+"""Tiny random checkpoints of every decoder family transformers ships that people RL-train,
+written as the hub ships them (a multimodal family with its towers) with the built-in
+character tokenizer plus the families' end-of-turn tokens. Each builds in well under a second."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from retrain.models.tiny import ASSETS
+
+V = 120  # the tiny tokenizer's 103 tokens, the end-of-turn tokens below, room for image tokens
+END_OF_TURN = ["<|im_end|>", "<end_of_turn>", "<turn|>"]
+IDS = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
+COMMON: dict[str, Any] = dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, **IDS)
+QWEN35 = dict(COMMON, head_dim=8, linear_key_head_dim=8, linear_value_head_dim=8, linear_num_key_heads=2,
+              linear_num_value_heads=4, layer_types=["linear_attention", "full_attention"])
+GEMMA3 = dict(COMMON, head_dim=8, sliding_window=4, layer_types=["sliding_attention", "full_attention"])
+GEMMA4 = dict(COMMON, head_dim=8, global_head_dim=16, sliding_window=4, final_logit_softcapping=30.0,
+              layer_types=["sliding_attention", "full_attention"], vocab_size_per_layer_input=V,
+              hidden_size_per_layer_input=8)
+MULTIMODAL = {
+    "qwen3_5": dict(text_config=QWEN35, vision_config=dict(
+        depth=1, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=32, patch_size=4,
+        temporal_patch_size=2, spatial_merge_size=2, num_position_embeddings=16),
+        image_token_id=V - 4, video_token_id=V - 3, vision_start_token_id=V - 2, vision_end_token_id=V - 1),
+    "gemma3": dict(text_config=GEMMA3, vision_config=dict(
+        hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=16,
+        patch_size=4), mm_tokens_per_image=4, image_token_index=V - 2, boi_token_index=V - 4, eoi_token_index=V - 3),
+    "gemma4": dict(text_config=GEMMA4, vision_config=dict(
+        hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+        head_dim=8, patch_size=4, position_embedding_size=64),
+        audio_config=dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, output_proj_dims=16),
+        boi_token_id=V - 10, eoi_token_id=V - 9, image_token_id=V - 8, video_token_id=V - 7, boa_token_id=V - 6,
+        eoa_token_index=V - 5, audio_token_id=V - 4),
+}
+#: name -> (model_type, config); "<type> multimodal" is the hub's class with its towers
+SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
+    "llama": ("llama", COMMON),
+    "mistral short window": ("mistral", dict(COMMON, sliding_window=4)),
+    "qwen2": ("qwen2", COMMON),
+    "qwen3": ("qwen3", dict(COMMON, head_dim=8)),
+    "qwen3_moe": ("qwen3_moe", dict(COMMON, head_dim=8, num_experts=4, num_experts_per_tok=2,
+                                    moe_intermediate_size=16, mlp_only_layers=[])),
+    "qwen3_5 text": ("qwen3_5_text", QWEN35),
+    "qwen3_5 multimodal": ("qwen3_5", MULTIMODAL["qwen3_5"]),
+    "gemma3 text": ("gemma3_text", GEMMA3),
+    "gemma3 multimodal": ("gemma3", MULTIMODAL["gemma3"]),
+    "gemma4 text": ("gemma4_text", GEMMA4),
+    "gemma4 multimodal": ("gemma4", MULTIMODAL["gemma4"]),
+    "smollm3": ("smollm3", COMMON),
+    "olmo2": ("olmo2", COMMON),
+    "phi3": ("phi3", COMMON),
+    "granite": ("granite", dict(COMMON, logits_scaling=4.0)),
+    "gpt_oss": ("gpt_oss", dict(COMMON, head_dim=8, num_local_experts=4, num_experts_per_tok=2, sliding_window=4,
+                                layer_types=["sliding_attention", "full_attention"])),
+}
+
+
+def config_of(name: str) -> Any:
+    from retrain.models.deferred import deferred_optional_imports
+    from retrain.models.quiet import import_model_classes
+
+    with deferred_optional_imports():  # as the backend imports them: scikit-learn's seconds deferred
+        import_model_classes()
+    from transformers import AutoConfig
+
+    model_type, values = SHAPES[name]
+    return AutoConfig.for_model(model_type, **values)
+
+
+def hub_model(name: str, seed: int = 0) -> torch.nn.Module:
+    """The class the hub ships for `name` (a multimodal one with its towers), random weights."""
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+
+    config = config_of(name)
+    auto = AutoModelForImageTextToText if name.endswith("multimodal") else AutoModelForCausalLM
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return auto.from_config(config).eval()
+
+
+def tokenizer() -> Any:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(ASSETS), local_files_only=True)
+    tok.add_special_tokens({"additional_special_tokens": END_OF_TURN})
+    return tok
+
+
+def write_checkpoint(name: str, folder: Path, seed: int = 0) -> Path:
+    """`folder` holding `name`'s checkpoint and tokenizer, as `save_pretrained` writes them."""
+    from retrain.models.quiet import no_progress_bars
+
+    with no_progress_bars():
+        hub_model(name, seed).save_pretrained(str(folder))
+        tokenizer().save_pretrained(str(folder))
+    return folder
