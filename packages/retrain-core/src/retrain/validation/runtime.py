@@ -58,10 +58,12 @@ def _several_devices_settings(c: TrainConfig, n: int, one: str) -> list[ConfigIs
         (t.policy_loss_mode in ("kl_cov", "clip_cov"), f"policy_loss_mode = {t.policy_loss_mode!r} {several} (its "
          "token selection spans the whole batch)", "[training] policy_loss_mode",
          f'policy_loss_mode = "standard", or {one}'),
-        (t.trainer != "retrain", f"trainer = {t.trainer!r} {several}", "[training] trainer",
-         f'trainer = "retrain", or {one}'),
-        (t.kl_coef > 0, f"kl_coef = {t.kl_coef} {several}", "[training] kl_coef", f"kl_coef = 0, or {one}"),
-        (bool(c.environment.provider), f"provider = {c.environment.provider!r} {several}", "[environment] provider",
+        (t.trainer != "retrain", f"trainer = {t.trainer!r} {several} (only the RL loop runs on torchrun)",
+         "[training] trainer", f'trainer = "retrain", or {one}'),
+        (t.kl_coef > 0, f"kl_coef = {t.kl_coef} {several} (the reference policy is not built on FSDP2's sharded "
+         "weights)", "[training] kl_coef", f"kl_coef = 0, or {one}"),
+        (bool(c.environment.provider), f"provider = {c.environment.provider!r} {several} (an environment's "
+         "episodes run in one process, not shared between ranks)", "[environment] provider",
          f"the built-in data sources, or {one}"),
     )
     return [ConfigIssue(message, key=key, hint=hint) for refuse, message, key, hint in refused if refuse]
