@@ -11,28 +11,19 @@ so and are skipped, or fail under CI=1.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 PEER = Path(__file__).resolve().parents[1] / "scripts" / "peer"
+sys.path.insert(0, str(PEER))
+
+import vllm_env  # noqa: E402
+import vllm_serve as serve  # noqa: E402
+
 API_KEY = "retrain-test-key"
-
-
-def peer(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"peer_{name}", PEER / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # a dataclass looks its module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-serve = peer("vllm_serve")
 VllmServer = serve.VllmServer
 
 
@@ -44,10 +35,9 @@ def unavailable(reason: str) -> None:
 
 
 def vllm_python() -> Path:
-    env = peer("vllm_env")
     try:
-        return Path(env.ensure())
-    except env.PeerUnavailable as exc:
+        return Path(vllm_env.ensure())
+    except vllm_env.PeerUnavailable as exc:
         unavailable(f"{exc} (no package index?)")
         raise AssertionError("unreachable") from exc
 

@@ -16,7 +16,6 @@ spread (max - min) over seeds, and whether K = 2's mean lies within K = 0's seed
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -24,21 +23,16 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 PEER = Path(__file__).resolve().parents[1] / "peer"
+sys.path.insert(0, str(PEER))
+
+import vllm_env  # noqa: E402
+import vllm_serve  # noqa: E402
+
 API_KEY = "retrain-bench-key"
 LEVELS = (0, 2)
-
-
-def peer(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"peer_{name}", PEER / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # a dataclass looks its module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 def config(root: Path, url: str, seed: int, level: int, steps: int) -> Path:
@@ -120,7 +114,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--steps", type=int, default=10)
     args = parser.parse_args()
-    python = Path(peer("vllm_env").ensure())
+    python = Path(vllm_env.ensure())
     from retrain.models.gguf import converted, gguf_source
 
     source = gguf_source("smollm2-135m-instruct")
@@ -130,7 +124,7 @@ def main() -> None:
     results: dict[int, list[dict[str, Any]]] = {k: [] for k in LEVELS}
     with tempfile.TemporaryDirectory(prefix="retrain-async-learning-") as tmp:
         root = Path(tmp)
-        server = peer("vllm_serve").start(python, root / "vllm", model, api_key=API_KEY)
+        server = vllm_serve.start(python, root / "vllm", model, api_key=API_KEY)
         try:
             for seed in args.seeds:
                 for level in LEVELS:

