@@ -13,11 +13,12 @@ producing a batch (sampling + scoring + the delay) and training one, the ideal
 max(produce, train), and step / ideal. All K run in one invocation, one after the other, so
 they are measured side by side on the same machine state.
 
-    uv run python scripts/bench/async_overlap.py
+    uv run python scripts/bench/async_overlap.py [--levels 0 1 2 4 8]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -97,8 +98,14 @@ def run(root: Path, level: int) -> dict[str, float]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--levels", type=int, nargs="+", default=list(LEVELS))
+    levels = parser.parse_args().levels
+    table = []
     with tempfile.TemporaryDirectory(prefix="retrain-async-") as tmp:
-        table = [run(Path(tmp), level) for level in LEVELS]
+        for level in levels:
+            table.append(run(Path(tmp), level))
+            print(json.dumps(table[-1]), file=sys.stderr, flush=True)  # progress: a long run keeps what it measured
     print(json.dumps({"profile": {**PROFILE, "steps": STEPS, "timed_from_step": WARM, "delays_s": list(DELAYS)},
                       "levels": table}, indent=2))
 
