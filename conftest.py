@@ -275,8 +275,28 @@ def pytest_configure(config: pytest.Config) -> None:
     # Under -n, tests that share an expensive fixture (a trained run, a server) carry one
     # `xdist_group` mark and go to one worker, so the fixture is built once, not per worker.
     args = config.invocation_params.args
-    if getattr(config.option, "dist", "no") == "load" and not any(str(a).startswith(("--dist", "-d")) for a in args):
+    chosen = any(str(a).startswith(("--dist", "-d")) for a in args)
+    if getattr(config.option, "dist", "no") == "load" and not chosen:
         config.option.dist = "loadgroup"
+    if hasattr(config, "workerinput") and not chosen:
+        # a worker parsed the command line itself (dist "no" until xdist's own hooks run), so
+        # it would not tag its tests' ids with their group: the controller would spread them
+        config.option.loadgroup = True
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # xdist 3.8 tags a grouped test's id by assigning `item._nodeid`, which pytest 9 no longer
+    # reads (the id is `item._id`): without this the scheduler sees no group and spreads them
+    if not (hasattr(config, "workerinput") and config.getvalue("loadgroup")):
+        return
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        if names and hasattr(item, "_id") and item.nodeid.rfind("@") <= item.nodeid.rfind("]"):
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")
     if not hasattr(config, "workerinput"):  # the controller (or the only process)
         _become_subreaper()
 

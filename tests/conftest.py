@@ -19,3 +19,18 @@ def tx_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-unty
     started = server.start(root, model.build(root / "tiny-qwen3"))
     yield started
     started.stop()
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A real `vllm serve` of SmolLM2-135M-Instruct on 127.0.0.1 for the whole session, with
+    runtime LoRA loading and an API key (tests/vllm_server.py); stopped with every process it
+    started. Tests that use it carry `pytest.mark.xdist_group("vllm")`, so one worker runs them
+    all and starts it once."""
+    from vllm_server import smollm2_folder, start_vllm
+
+    served = start_vllm(tmp_path_factory.mktemp("vllm"), smollm2_folder())
+    try:
+        yield served
+    finally:
+        served.stop()

@@ -2,7 +2,7 @@
 judged by `retrain serve` on 127.0.0.1 (the fast tier's one run against that server); a judge
 that answers garbage or stops answering is counted and stops the run at its error budget; a
 resumed run reads back the verdicts the crashed one had cached; and, in the slow tier, the same
-three steps judged by a real vLLM server when the fixture that starts one is there."""
+three steps judged by the session's real `vllm serve` of SmolLM2 (tests/vllm_server.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from serving import Served, start_server
 from tiny_run import ENV, Messages, retrain, write_tiny_run
+from vllm_server import API_KEY, VllmServer
 
 from retrain.io.layout import JUDGE_CACHE
 from retrain.io.log import read_jsonl
@@ -123,17 +124,16 @@ def test_a_resumed_run_reads_back_the_verdicts_of_the_crashed_one(judge_server: 
     assert len(judge_server.requests) == asked_before + rows[2]["judge/requests"]
 
 
-@pytest.fixture
-def vllm_server() -> Any:
-    """A real vLLM OpenAI-compatible server on 127.0.0.1 (`.url` ending in /v1, `.model`): the
-    async-sampling work's fixture takes this one's place where it exists."""
-    pytest.skip("no vLLM server fixture in this tree yet")
-
-
 @pytest.mark.slow
-def test_three_steps_judged_by_vllm(vllm_server: Any, tmp_path: Path) -> None:
-    cfg = judged_run(tmp_path, vllm_server.url, model=vllm_server.model)
+@pytest.mark.xdist_group("vllm")  # the worker that holds the session's vLLM server
+def test_three_steps_judged_by_vllm(vllm_server: VllmServer, tmp_path: Path,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # SmolLM2 judges: a reply with neither yes nor no is `judge/unclear`, not an error
+    monkeypatch.setenv("RETRAIN_TEST_JUDGE_KEY", API_KEY)
+    cfg = judged_run(tmp_path, vllm_server.url + "/v1", model=str(vllm_server.model),
+                     reward='judge_api_key_env = "RETRAIN_TEST_JUDGE_KEY"\ntimeout_s = 300')
     done = retrain(cfg)
     assert done.returncode == 0, done.stderr[-3000:]
-    check_judged(tmp_path / "run" / "logs", 3)
+    rows = check_judged(tmp_path / "run" / "logs", 3)
+    assert sum(r["judge/requests"] for r in rows) > 0
     assert json.loads((tmp_path / "run" / "logs" / "run_meta.json").read_text())["status"] == "succeeded"

@@ -135,10 +135,57 @@ def test_sglang_reload_unloads_then_loads(server: tuple[str, Script]) -> None:
     url, script = server
     e = engine(url, kind="sglang")
     try:
+        assert e.model_for(None) == "m"  # no adapter yet: the base model
         e.reload("/a")
         e.reload("/b")
-        paths = [b.get("lora_path") for b in script.bodies]
-        assert paths == ["/a", None, "/b"] and e.request_model == "m:run"
+        paths = [b.get("lora_path") for b in script.bodies]  # an unload first, whatever the name held
+        assert paths == [None, "/a", None, "/b"] and e.model_for(None) == "m:run-latest"
+    finally:
+        e.close()
+
+
+def test_each_version_is_loaded_under_its_own_name_and_sampled_by_name(server: tuple[str, Script]) -> None:
+    url, script = server
+    e = engine(url)
+    try:
+        e.load_version(0, "/v0")
+        e.load_version(1, "/v1")
+        e.unload_version(0)
+        e.unload_version(0)  # no longer loaded: nothing sent
+        loads = [(b["lora_name"], b.get("lora_path"), b.get("load_inplace")) for b in script.bodies]
+        # in place always: the name may be loaded already by a run killed before it unloaded
+        assert loads == [("run-policy-v0", "/v0", True), ("run-policy-v1", "/v1", True), ("run-policy-v0", None, None)]
+        assert e.versions == {1}
+        e.load_version(1, "/v1b")  # a version published again is replaced in place
+        assert script.bodies[-1] == {"lora_name": "run-policy-v1", "lora_path": "/v1b", "load_inplace": True}
+        e.generate([[0]], 1, SamplingParams(max_tokens=2, policy_version=1))
+        assert script.bodies[-1]["model"] == "run-policy-v1"
+        assert e.metrics()["engine_adapter_reload_calls"] == 4
+    finally:
+        e.close()
+
+
+def test_partial_rollouts_continue_on_the_newest_version_each_token_keeping_its_own(
+        server: tuple[str, Script]) -> None:
+    url, script = server
+    e = engine(url, partial_tokens=2)
+    try:
+        e.load_version(1, "/v1")
+        e.load_version(3, "/v3")  # published while version 1's batch samples
+        script.bodies.clear()
+        out = e.generate([[0]], 2, SamplingParams(max_tokens=6, policy_version=1), seeds=[7])
+        assert [c.token_ids for c in out[0]] == [[1, 2, 1, 2, 1, 2]] * 2
+        assert all(c.versions == [1, 1, 3, 3, 3, 3] and c.logprobs == [-0.5, -0.25] * 3 for c in out[0])
+        first, *rest = script.bodies
+        assert (first["model"], first["n"], first["max_tokens"], first["prompt"]) == ("run-policy-v1", 2, 2, [0])
+        assert len(rest) == 4 and all(b["model"] == "run-policy-v3" and b["n"] == 1 and b["max_tokens"] == 2
+                                      for b in rest)
+        assert sorted(len(b["prompt"]) for b in rest) == [3, 3, 5, 5]  # the prompt and the tokens so far
+        assert len({b["seed"] for b in script.bodies}) == 5  # each piece its own seed
+        # without a version (evaluation) a completion is sampled whole
+        script.bodies.clear()
+        e.generate([[0]], 1, SamplingParams(max_tokens=6), seeds=[7])
+        assert len(script.bodies) == 1 and script.bodies[0]["max_tokens"] == 6
     finally:
         e.close()
 

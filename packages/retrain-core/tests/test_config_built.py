@@ -57,13 +57,41 @@ def test_server_engines_and_their_keys_are_live(tmp_path: Path) -> None:
     assert load_config(tmp_path / "k.toml").config.training.top_k == 20
     for engine in ("trtllm", "mlx"):
         assert NOT_BUILT_TEXT in errors_of(tmp_path, f'[inference]\nengine = "{engine}"\n')[0]
-    errs = errors_of(tmp_path, "[training]\nmax_async_level = 1\n")
-    assert len(errs) == 1 and "[training] max_async_level" in errs[0] and "inference server" in errs[0]
-    # the Tinker service samples apart from the weights that train
+    # the local backend samples ahead in-process from a copy of the published versions
+    (tmp_path / "ahead.toml").write_text("[training]\nmax_async_level = 8\n")
+    assert load_config(tmp_path / "ahead.toml").config.training.max_async_level == 8
+    errs = errors_of(tmp_path, "[backend]\nbackend = 'unsloth'\n[training]\nmax_async_level = 1\n")
+    assert any("[training] max_async_level" in e and "inference server" in e for e in errs), errs
+    # the Tinker service samples apart from the weights that train, one published version at a time
     (tmp_path / "tinker.toml").write_text("[backend]\nbackend = 'tinker'\n[training]\nmax_async_level = 1\n")
     assert load_config(tmp_path / "tinker.toml").config.training.max_async_level == 1
+    errs = errors_of(tmp_path, "[backend]\nbackend = 'tinker'\n[training]\nmax_async_level = 2\n")
+    assert len(errs) == 1 and "[training] max_async_level" in errs[0] and "at most 1" in errs[0], errs
     errs = errors_of(tmp_path, '[inference]\nengine = "vllm"\nurl = "localhost:8000"\n')
     assert "[inference] url" in errs[0] and "http://" in errs[0]
+
+
+def test_async_settings_are_bounded_and_refused_where_they_cannot_work(tmp_path: Path) -> None:
+    errs = errors_of(tmp_path, "[training]\nmax_async_level = 17\n")
+    assert len(errs) == 1 and "[training] max_async_level" in errs[0], errs
+    errs = errors_of(tmp_path, "[training]\nmax_async_level = 4\nmax_off_policy_steps = 2\n")
+    assert len(errs) == 1 and "[training] max_off_policy_steps" in errs[0] and "all would be dropped" in errs[0], errs
+    (tmp_path / "latest.toml").write_text("[training]\nmax_async_level = 4\nmax_off_policy_steps = 2\n"
+                                          "async_versions = 'latest'\n")
+    assert load_config(tmp_path / "latest.toml").config.training.max_off_policy_steps == 2
+    errs = errors_of(tmp_path, "[training]\nmax_async_level = 2\n[backend.options]\ntrain_full_model = true\n")
+    assert len(errs) == 1 and NOT_BUILT_TEXT in errs[0] and "full copy of the weights" in errs[0], errs
+    for text, needle in [("[training]\nmax_async_level = 2\nasync_versions = 'latest'\n"
+                          "[inference]\npartial_rollout_tokens = 8\n", NOT_BUILT_TEXT),
+                         ("[training]\nmax_async_level = 2\n[inference]\nengine = 'vllm'\n"
+                          "partial_rollout_tokens = 8\n", 'needs async_versions = "latest"')]:
+        errs = errors_of(tmp_path, text)
+        assert len(errs) == 1 and "[inference] partial_rollout_tokens" in errs[0] and needle in errs[0], errs
+    (tmp_path / "partial.toml").write_text("[training]\nmax_async_level = 2\nasync_versions = 'latest'\n"
+                                           "[inference]\nengine = 'vllm'\npartial_rollout_tokens = 8\n")
+    assert load_config(tmp_path / "partial.toml").config.inference.partial_rollout_tokens == 8
+    errs = errors_of(tmp_path, "[inference]\nengine = 'vllm'\n[backend.options]\ntrain_full_model = true\n")
+    assert len(errs) == 1 and "[inference] engine" in errs[0] and NOT_BUILT_TEXT in errs[0], errs
 
 
 LISTED_IN_THE_ISSUE = {
@@ -349,7 +377,10 @@ def test_several_devices_are_live_for_the_local_backend_and_refused_by_name_othe
     assert load_config(p).config.backend.devices == "gpu:0,gpu:1"
     errs = errors_of(tmp_path, "[backend]\nbackend = 'tinker'\ndevices = 'gpu:0,gpu:1'\n")
     assert len(errs) == 1 and "[backend] devices" in errs[0] and NOT_BUILT_TEXT in errs[0] and "'tinker'" in errs[0]
-    for text, label in [("[inference]\nengine = 'vllm'\nurl = 'http://h:1/v1'\n", "[inference] engine"),
+    (tmp_path / "served.toml").write_text("[backend]\ndevices = 'cpu,cpu'\n[training]\nmax_async_level = 2\n"
+                                          "[inference]\nengine = 'vllm'\nurl = 'http://h:1/v1'\n")
+    assert load_config(tmp_path / "served.toml").config.training.max_async_level == 2
+    for text, label in [("[training]\nmax_async_level = 2\n", "[training] max_async_level"),
                         ("[training]\npolicy_loss_mode = 'kl_cov'\ntop_p = 1.0\n", "[training] policy_loss_mode")]:
         errs = errors_of(tmp_path, "[backend]\ndevices = 'cpu,cpu'\n" + text)
         assert len(errs) == 1 and label in errs[0] and f"with 2 devices is {NOT_BUILT_TEXT}" in errs[0], errs

@@ -148,6 +148,25 @@ def test_openenv_with_tl_grpo_and_echo(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_openenv_with_tl_grpo_samples_two_batches_ahead(tmp_path: Path) -> None:
+    """max_async_level = 2: the episodes (and TL-GRPO's branches) sample from their batch's
+    version, and each checkpoint saves TL-GRPO's state as it was after the batches trained,
+    not after those already collected ahead."""
+    with game_server() as url:
+        cfg = write_run(tmp_path, openenv_section(url), max_steps=4, max_tokens=6, save_every=1, tl_grpo=True,
+                        tl_grpo_branch_mode="llm", tl_grpo_branch_size=2, tl_grpo_lookahead_steps=0,
+                        max_async_level=2)
+        res = retrain(cfg)
+    assert res.returncode == 0, res.stderr
+    rows = rl_rows(tmp_path)
+    assert [r["async/policy_lag"] for r in rows] == [0, 1, 2, 2]
+    assert all(float(r["tl_grpo/branch_probes"]) > 0 for r in rows)
+    for step, row in enumerate(rows):
+        saved = json.loads((tmp_path / "adapters" / f"checkpoint_step_{step + 1}" / "trainer_state.json").read_text())
+        assert saved["environment"]["tl_grpo_ema"] == row["tl_grpo/ema"], step
+
+
+@pytest.mark.slow
 def test_openenv_survives_a_server_that_dies_and_comes_back(tmp_path: Path) -> None:
     with game_server(supervise=True, GUESS_DIE_AFTER="5", GUESS_DIED_FLAG=str(tmp_path / "died")) as url:
         # a restart imports openenv-core again: seconds on a loaded machine, hence the patience

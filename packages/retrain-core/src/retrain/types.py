@@ -26,6 +26,9 @@ class Completion(msgspec.Struct, kw_only=True):
     logprobs: list[float]
     finish_reason: FinishReason = "stop"
     entropies: list[float] | None = None
+    #: per token, the policy version that drew it, where a rollout moved to newer weights
+    #: mid-way; None: every token from the batch's version (StepRollouts.policy_version)
+    versions: list[int] | None = None
 
 
 class SamplingParams(msgspec.Struct, frozen=True, kw_only=True):
@@ -56,12 +59,16 @@ class SamplingParams(msgspec.Struct, frozen=True, kw_only=True):
     #: the same draws; the in-process engine's own generator is checkpointed instead
     batch_id: int | None = None
     seed: int | None = None
+    #: the published weights to sample from (retrain.backends.protocol.VersionedSampler: the
+    #: count of RL updates in them); None: the latest. The producer names a batch's version
+    #: when it samples ahead (`[training] max_async_level`)
+    policy_version: int | None = None
 
 
 class Datum(msgspec.Struct, kw_only=True):
     """`policy_version` counts the RL steps whose updates the sampling weights had seen: the
-    step's own index when sampling waits for the previous update, one less when it overlaps
-    it (`[training] max_async_level = 1`)."""
+    step's own index when sampling waits for the previous update, up to `max_async_level`
+    less when it runs ahead (retrain.training.producer)."""
 
     tokens: list[int]
     logprobs: list[float]

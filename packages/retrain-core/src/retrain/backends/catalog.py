@@ -20,7 +20,12 @@ from typing import Any, Literal
 
 from retrain.backends.options import BUILTIN_OPTION_SCHEMAS, OptionSchema, OptionSpec
 from retrain.backends.protocol import BACKEND_CONTRACT
-from retrain.config.schema import LOSS_AGGREGATIONS, POLICY_LOSS_MODES, RATIO_LEVELS
+from retrain.config.schema import (
+    LOSS_AGGREGATIONS,
+    MAX_ASYNC_LEVEL,
+    POLICY_LOSS_MODES,
+    RATIO_LEVELS,
+)
 from retrain.registry import contract
 from retrain.registry.contract import Contract
 
@@ -29,7 +34,8 @@ ENTRY_POINT_GROUP = "retrain.backends"
 #: The capabilities that each answer one rule of config validation (retrain.validation)
 VALIDATION_FLAGS = ("multi_device", "remote_service", "full_token_distributions", "inference_servers",
                     "sampler_correction", "ppo_clipping", "optimizer_batch", "exclusive_precisions",
-                    "seeded_options", "strict_advantages", "local_devices", "sampler_truncation")
+                    "seeded_options", "strict_advantages", "local_devices", "sampler_truncation",
+                    "max_async_level", "in_process_async")
 
 
 def _plain(value: Any) -> Any:
@@ -83,6 +89,12 @@ class BackendCapabilities:
     # engine ([inference] engine = "pytorch") drew it with, so losses that read the policy
     # ratio may run with a truncating sampler there (retrain.validation.ratio)
     sampler_truncation: bool = False
+    # the largest [training] max_async_level it honours; above 1 it samples from published
+    # versions of its weights (retrain.backends.protocol.VersionedSampler)
+    max_async_level: int = 1
+    # samples ahead with its in-process engine (engine = "pytorch"), from a copy of the
+    # published versions, while the trained weights change
+    in_process_async: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -156,7 +168,8 @@ _BUILTIN = {
                                          ratio_levels=RATIO_LEVELS, multi_device=True, inference_servers=True,
                                          sampler_correction=True, ppo_clipping=True, optimizer_batch=True,
                                          seeded_options=("strict_deterministic",), local_devices=True,
-                                         sampler_truncation=True),
+                                         sampler_truncation=True, max_async_level=MAX_ASYNC_LEVEL,
+                                         in_process_async=True),
         dependency="torch",
         hint="pip install retrain-backends-local",
     ),

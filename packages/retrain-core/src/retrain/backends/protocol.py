@@ -18,7 +18,7 @@ from retrain.types import Completion, Datum, SamplingParams, TrainOutput
 #: backend definition declares the contract it was built against and is checked against this
 #: one when it is loaded (retrain.registry.contract). Bump the minor for an addition existing
 #: backends need not implement, the major for any change they must follow.
-BACKEND_CONTRACT: Contract = (1, 1)  # 1.1 added the optional ChatTokenizer
+BACKEND_CONTRACT: Contract = (1, 2)  # 1.1 added the optional ChatTokenizer, 1.2 VersionedSampler and LeaderSampler
 
 
 @runtime_checkable
@@ -93,6 +93,33 @@ class TrainBackend(Protocol):
         ...
 
     def close(self) -> None:
+        ...
+
+
+@runtime_checkable
+class VersionedSampler(Protocol):
+    """A backend that samples from several published versions of its weights at once
+    (optional, contract 1.2), so the trainer can sample up to `[training] max_async_level`
+    batches ahead: each batch names its version in `SamplingParams.policy_version`, and a
+    request finishes on the version it started with while newer ones are published."""
+
+    def publish(self, version: int, *, keep: int) -> None:
+        """Make the current weights visible to sampling as `version` (the count of RL updates
+        in them). Versions older than `version - keep` are no longer asked for and may be
+        released; `keep` newer ones stay available. Publishing a version twice is a no-op."""
+        ...
+
+
+@runtime_checkable
+class LeaderSampler(Protocol):
+    """A backend training on several processes whose training samples rank 0 alone draws (from
+    an inference server; optional, contract 1.2): the loop samples and scores each batch on
+    rank 0 and hands it to the other ranks with `broadcast`, a collective every rank calls."""
+
+    leader_samples: bool
+
+    def broadcast(self, obj: Any) -> Any:
+        """Rank 0's `obj`, on every rank."""
         ...
 
 

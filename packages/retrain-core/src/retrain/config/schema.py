@@ -37,6 +37,7 @@ from retrain.config.sections.run import LoggingConfig, PluginsConfig, ResumeConf
 from retrain.config.sections.task import DataConfig, EnvironmentConfig, EvalConfig, RewardConfig
 from retrain.config.sections.training import (
     LOSS_AGGREGATIONS,
+    MAX_ASYNC_LEVEL,
     POLICY_LOSS_MODES,
     RATIO_LEVELS,
     BackpressureConfig,
@@ -49,7 +50,7 @@ from retrain.config.sections.training import (
 )
 
 __all__ = [
-    "KEY_ALIASES", "KIND_TABLES", "LOSS_AGGREGATIONS", "POLICY_LOSS_MODES", "RATIO_LEVELS", "SECTIONS",
+    "KEY_ALIASES", "KIND_TABLES", "LOSS_AGGREGATIONS", "MAX_ASYNC_LEVEL", "POLICY_LOSS_MODES", "RATIO_LEVELS", "SECTIONS",
     "AlgorithmConfig", "BackendConfig", "BackpressureConfig", "CampaignConfig", "DataConfig", "EchoConfig",
     "EnvironmentConfig", "EvalConfig", "F", "GtpoConfig", "HicraConfig", "InferenceConfig", "JsonTable",
     "LoggingConfig", "LoraConfig", "LossAggregation", "ModelConfig", "OptimizerBatchConfig", "OptimizerConfig",

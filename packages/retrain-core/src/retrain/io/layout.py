@@ -58,11 +58,14 @@ BENCHMARK_SUMMARY = "benchmark_summary.json"
 
 #: checkpoint directory names under `[backend] adapter_path`
 FINAL = "final"
-#: under `[backend] adapter_path`: the adapter an inference server samples from, replaced
-#: atomically after every optimizer step
+#: under `[backend] adapter_path`: the latest trained adapter, which an inference server samples
+#: between steps (evaluation), replaced atomically when it changed
 LIVE_ADAPTER = "_live_adapter"
-#: inside a checkpoint: the adapter the inference server was sampling from at that point
-SAMPLER_ADAPTER = "sampler_adapter"
+#: under `[backend] adapter_path`: one folder per published version an inference server holds
+#: (`policy-v<N>`, retrain.backends.protocol.VersionedSampler)
+PUBLISHED_ADAPTERS = "_published"
+#: inside a checkpoint: the published versions that batches sampled ahead draw from
+SAMPLER_VERSIONS = "sampler_versions.safetensors"
 #: a remote backend's checkpoint folder: the service paths of its state (the Tinker backend)
 TINKER_CHECKPOINT = "tinker_checkpoint.json"
 

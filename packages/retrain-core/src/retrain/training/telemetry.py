@@ -27,6 +27,7 @@ WALL_CLOCK_FIELDS = frozenset({
     "process_max_rss_mb", "rl/train_time_s", "engine_prompt_prefill_s", "engine_decode_s", "time_s",
     "engine_generated_tokens_per_s",
     "scoring_time_s", "elapsed_s", "async/produce_s", "async/wait_s", "async/overlap",
+    "async/weight_sync_s", "async/trainer_idle_s",
     "engine_generation_wall_s", "engine_adapter_reload_s", "engine_adapter_save_s", "eval/wall_s",
     "env/env_s", "env/env_wall_s", "env/score_s", "env/time_share", "env/adapter_publish_s",
     "supervised_tokens_per_second", "train_tokens_per_s", "mfu",

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from retrain.config.errors import ConfigIssue
 from retrain.config.fields import all_fields, by_flat, get_value, parse_devices
-from retrain.config.schema import TrainConfig
+from retrain.config.schema import MAX_ASYNC_LEVEL, TrainConfig
 from retrain.validation.backend import backend_capabilities
 from retrain.validation.built import NOT_BUILT_TEXT
 
@@ -188,31 +188,77 @@ def _dapo(c: TrainConfig) -> list[ConfigIssue]:
 
 
 def _inference(c: TrainConfig) -> list[ConfigIssue]:
-    inf, t, caps = c.inference, c.training, backend_capabilities(c)
+    inf, caps = c.inference, backend_capabilities(c)
     issues: list[ConfigIssue] = []
     server = inf.engine != "pytorch"
     if inf.url and not re.match(r"^https?://[^/\s]+", inf.url):
         issues.append(ConfigIssue(f"{inf.url!r} must be an http:// or https:// URL", key=lab("inference_url"),
                                   hint='url = "http://127.0.0.1:8000"'))
-    # a remote service samples from saved sampler weights, apart from the ones that train
-    if t.max_async_level > 0 and not server and not caps.remote_service:
-        issues.append(ConfigIssue(
-            'needs an inference server: the in-process engine = "pytorch" samples the very weights that train',
-            key=lab("max_async_level"), hint='engine = "vllm" with url = ..., or max_async_level = 0'))
-    if t.max_async_level > 0 and c.backpressure.enabled:
-        issues.append(ConfigIssue("cannot run with back-pressure: the next batch is sampled before this step's "
-                                  "timing sizes it", key=lab("max_async_level"), hint="[backpressure] enabled = false"))
+    issues += _async(c, server)
     if server and not caps.inference_servers:
         issues.append(ConfigIssue(f"{inf.engine!r} samples for backend = local only (got {c.backend.backend!r})",
                                   key=lab("inference_engine")))
     if server and str(c.backend.options.get("train_full_model", "false")).lower() in ("true", "1", "yes", "on"):
-        issues.append(ConfigIssue(f"{inf.engine!r} receives the trained weights as a LoRA adapter after every step; "
-                                  "train_full_model = true has none", key=lab("inference_engine"),
-                                  hint='engine = "pytorch", or train LoRA'))
+        issues.append(ConfigIssue(f"{inf.engine!r} with train_full_model = true is {NOT_BUILT_TEXT}: the server gets "
+                                  "each update as a LoRA adapter, and reloading full weights into it every step "
+                                  "(vLLM's /collective_rpc, SGLang's /update_weights_from_disk) is not driven",
+                                  key=lab("inference_engine"), hint='engine = "pytorch", or train LoRA'))
     if inf.importance_sampling_correction and not caps.sampler_correction:
         issues.append(ConfigIssue("needs backend = local (the correction weights the local policy loss)",
                                   key=lab("importance_sampling_correction")))
     return issues
+
+
+def _async(c: TrainConfig, server: bool) -> list[ConfigIssue]:
+    """`max_async_level > 0`: what samples ahead, and what it combines with."""
+    t, caps, key = c.training, backend_capabilities(c), lab("max_async_level")
+    k = t.max_async_level
+    if k == 0:
+        return []
+    issues: list[ConfigIssue] = []
+    full = str(c.backend.options.get("train_full_model", "false")).lower() in ("true", "1", "yes", "on")
+    # a remote service samples from saved sampler weights, apart from the ones that train
+    if not server and not caps.remote_service and not caps.in_process_async:
+        issues.append(ConfigIssue(f'needs an inference server: backend {c.backend.backend!r} samples in-process '
+                                  "from the very weights that train", key=key,
+                                  hint='engine = "vllm" with url = ..., or max_async_level = 0'))
+    elif not server and caps.in_process_async and full:
+        issues.append(ConfigIssue(f'{k} with engine = "pytorch" and train_full_model = true is {NOT_BUILT_TEXT}: '
+                                  "every version in flight would be a full copy of the weights", key=key,
+                                  hint='train LoRA, or engine = "vllm", or max_async_level = 0'))
+    if caps.max_async_level < k <= MAX_ASYNC_LEVEL:
+        why = "samples from one published version of its weights at a time, so" if caps.max_async_level == 1 else \
+            "samples"
+        issues.append(ConfigIssue(f"{k}: backend {c.backend.backend!r} {why} at most {caps.max_async_level} "
+                                  "batches ahead", key=key, hint=f"max_async_level = {caps.max_async_level}"))
+    if c.backpressure.enabled:
+        issues.append(ConfigIssue("cannot run with back-pressure: the next batch is sampled before this step's "
+                                  "timing sizes it", key=key, hint="[backpressure] enabled = false"))
+    issues += _partial(c, server)
+    m = t.max_off_policy_steps
+    if 0 < m < k and t.async_versions == "pinned":
+        issues.append(ConfigIssue(f"{m} < max_async_level = {k} with async_versions = \"pinned\": every batch from "
+                                  f"step {k} on is sampled exactly {k} updates behind, so all would be dropped",
+                                  key=lab("max_off_policy_steps"),
+                                  hint=f'max_off_policy_steps = 0, or async_versions = "latest", or max_async_level = {m}'))
+    return issues
+
+
+def _partial(c: TrainConfig, server: bool) -> list[ConfigIssue]:
+    """`partial_rollout_tokens > 0` (with max_async_level > 0): what partial rollouts need."""
+    inf, t, key = c.inference, c.training, lab("partial_rollout_tokens")
+    if not inf.partial_rollout_tokens:
+        return []
+    refused = (
+        (not server, f'with engine = "pytorch" is {NOT_BUILT_TEXT} (the in-process engine finishes a batch on its '
+         "version)", 'engine = "vllm", or partial_rollout_tokens = 0'),
+        (t.async_versions == "pinned", 'needs async_versions = "latest": a completion continues on whatever version '
+         "is newest at each piece, which pinned versions' reproducibility rules out", 'async_versions = "latest"'),
+        (inf.recompute_stale_logprobs, f"with recompute_stale_logprobs = true is {NOT_BUILT_TEXT} (the recomputation "
+         "takes one version per datum)", "recompute_stale_logprobs = false"),
+    )
+    return [ConfigIssue(f"{inf.partial_rollout_tokens} {text}", key=key, hint=hint) for bad, text, hint in refused
+            if bad]
 
 
 def _optimizer_batch(c: TrainConfig) -> list[ConfigIssue]:

@@ -48,17 +48,22 @@ def _several_devices_settings(c: TrainConfig, n: int, one: str) -> list[ConfigIs
     """Settings not built for a run on several devices."""
     t, several = c.training, f"with {n} devices is {NOT_BUILT_TEXT}"
     refused = (
-        (c.inference.engine != "pytorch", f"engine = {c.inference.engine!r} {several}", "[inference] engine",
-         f'engine = "pytorch", or {one} (docs/scaling.md)'),
-        (t.max_async_level > 0, f"max_async_level = {t.max_async_level} {several}", "[training] max_async_level",
-         "max_async_level = 0"),
+        (t.max_async_level > 0 and c.inference.engine == "pytorch",
+         f'max_async_level = {t.max_async_level} with engine = "pytorch" {several} (the processes sample together, '
+         "in step with training)", "[training] max_async_level",
+         'max_async_level = 0, or engine = "vllm" (docs/scaling.md)'),
+        (c.inference.recompute_stale_logprobs and t.max_async_level > 0,
+         f"recompute_stale_logprobs = true {several} (the older versions are held by rank 0 alone)",
+         "[inference] recompute_stale_logprobs", f"recompute_stale_logprobs = false, or {one}"),
         (t.policy_loss_mode in ("kl_cov", "clip_cov"), f"policy_loss_mode = {t.policy_loss_mode!r} {several} (its "
          "token selection spans the whole batch)", "[training] policy_loss_mode",
          f'policy_loss_mode = "standard", or {one}'),
-        (t.trainer != "retrain", f"trainer = {t.trainer!r} {several}", "[training] trainer",
-         f'trainer = "retrain", or {one}'),
-        (t.kl_coef > 0, f"kl_coef = {t.kl_coef} {several}", "[training] kl_coef", f"kl_coef = 0, or {one}"),
-        (bool(c.environment.provider), f"provider = {c.environment.provider!r} {several}", "[environment] provider",
+        (t.trainer != "retrain", f"trainer = {t.trainer!r} {several} (only the RL loop runs on torchrun)",
+         "[training] trainer", f'trainer = "retrain", or {one}'),
+        (t.kl_coef > 0, f"kl_coef = {t.kl_coef} {several} (the reference policy is not built on FSDP2's sharded "
+         "weights)", "[training] kl_coef", f"kl_coef = 0, or {one}"),
+        (bool(c.environment.provider), f"provider = {c.environment.provider!r} {several} (an environment's "
+         "episodes run in one process, not shared between ranks)", "[environment] provider",
          f"the built-in data sources, or {one}"),
     )
     return [ConfigIssue(message, key=key, hint=hint) for refuse, message, key, hint in refused if refuse]

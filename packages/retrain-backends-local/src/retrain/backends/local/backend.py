@@ -36,11 +36,10 @@ from retrain.backends.local.options import LocalOptions
 from retrain.backends.local.passes import Passes, packing_refusal
 from retrain.backends.local.placement import place
 from retrain.backends.local.precision import base_dtype, cast_frozen
+from retrain.backends.local.publish import Publication
 from retrain.backends.local.reference import Reference
-from retrain.backends.local.server import ServerLink
 from retrain.backends.local.sync import MergedSampler
 from retrain.backends.local.tally import PolicyTally
-from retrain.backends.seeds import request_seeds
 from retrain.backends.tokenizer import HFTokenizer
 from retrain.config.schema import TrainConfig
 from retrain.config.sft_loss import effective_sft_loss
@@ -84,11 +83,6 @@ class LocalBackend:
         self._setup_training(config)
         self.sample_stats = SampleStats()
         self.train_time_s = 0.0
-        self.server: ServerLink | None = None
-        self.stale = False  # the server samples from older weights than the trained ones
-        if config.inference.engine != "pytorch":
-            self.server = ServerLink(config, self.tokenizer)
-            self.server.publish(self.model)
 
     def _setup_memory(self) -> None:
         o = self.options
@@ -112,7 +106,10 @@ class LocalBackend:
         self.max_context = int(getattr(model.config, "max_position_embeddings", 0) or 0)  # 0: not stated
         self.base_from_seed = is_tiny(config.model.model)
         self.lora = not o.train_full_model
-        self.sampler = self._merged_sampler(model, on_server=config.inference.engine != "pytorch")
+        self.published = Publication(config, self.tokenizer, self.world, model, seed=self.seed, lora=self.lora)
+        self.server = self.published.server
+        self.sampler = None if self.published.ahead is not None else \
+            self._merged_sampler(model, on_server=self.server is not None)
         self.frozen_lora_a = 0
         if self.lora:
             model = self._apply_lora(model, config)
@@ -146,6 +143,7 @@ class LocalBackend:
             self.sampler.model.to(self.device)
             cast_frozen(self.sampler.model, self.base_dtype)  # it samples the base the policy trains on
             self.sampler.bind(self.model)
+        self.published.bind(self.model, self.device)
         if self.device.type == "cuda":
             self.memory_metrics.update(configure_checkpointing(
                 self.model, o.gradient_checkpointing, o.gradient_checkpointing_use_reentrant,
@@ -222,11 +220,23 @@ class LocalBackend:
 
     # sampling ---------------------------------------------------------------------------
     def checkpoint(self, name: str) -> None:
-        """Publish the trained adapter to the inference server if it has changed since; with the
-        in-process engine sampling reads the trained model directly."""
-        if self.server is not None and self.stale:
-            self.server.publish(self.model)
-            self.stale = False
+        """Publish the trained adapter to the inference server (as its latest) if it has changed
+        since; with the in-process engine sampling reads the trained model directly."""
+        self.published.latest(self.model)
+
+    def publish(self, version: int, *, keep: int) -> None:
+        """VersionedSampler (retrain.backends.local.publish)."""
+        self.published.publish(self.model, version, keep)
+
+    @property
+    def leader_samples(self) -> bool:
+        """LeaderSampler: on several processes, an inference server's samples are drawn by rank 0."""
+        return self.world.distributed and self.server is not None
+
+    def broadcast(self, obj: Any) -> Any:
+        from retrain.backends.local import distributed
+
+        return distributed.broadcast(obj, self.world)
 
     def sample(self, prompts: Sequence[Sequence[int]], num_samples: int,
                params: SamplingParams) -> list[list[Completion]]:
@@ -241,10 +251,11 @@ class LocalBackend:
     def _sample(self, prompts: Sequence[Sequence[int]], num_samples: int,
                 params: SamplingParams) -> list[list[Completion]]:
         if self.server is not None:
-            if params.want_entropy:
-                raise RuntimeError("an inference server returns no token entropies (want_entropy)")
-            batch = params.seed if params.seed is not None else params.batch_id
-            return self.server.sample(prompts, num_samples, params, request_seeds(self.seed, batch, len(prompts)))
+            return self.published.sample_server(self.model, prompts, num_samples, params)
+        ahead = self.published.ahead
+        if ahead is not None and params.policy_version is not None:
+            model, generator = ahead.prepare(params, self.device)
+            return self._generate(prompts, num_samples, params, generator, self.sample_stats, model=model)
         if self.world.distributed:
             return self._sample_shared(prompts, num_samples, params)
         if params.seed is None:
@@ -275,13 +286,16 @@ class LocalBackend:
         return [groups for part in distributed.gather(local, self.world) for groups in part]
 
     def _generate(self, prompts: Sequence[Sequence[int]], num_samples: int, params: SamplingParams,
-                  generator: torch.Generator, stats: SampleStats) -> list[list[Completion]]:
-        """The engine samples in eval mode with the KV cache whatever mode training left the
-        model in, and restores it (inference_engine.pytorch.sample)."""
-        model = self.model
-        if self.sampler is not None:
-            self.sampler.refresh()
-            model = self.sampler.model
+                  generator: torch.Generator, stats: SampleStats,
+                  model: torch.nn.Module | None = None) -> list[list[Completion]]:
+        """The engine samples `model` (default: the trained weights) in eval mode with the KV
+        cache whatever mode training left the model in, and restores it
+        (inference_engine.pytorch.sample)."""
+        if model is None:
+            model = self.model
+            if self.sampler is not None:
+                self.sampler.refresh()
+                model = self.sampler.model
         with self._sampling_mode(), self._autocast():
             return generate(model, prompts, num_samples, params, self.tokenizer.eos_token_ids,
                             self.tokenizer.pad_token_id, generator, use_cache=self.options.sample_use_cache,
@@ -363,7 +377,7 @@ class LocalBackend:
                 self._step(out.metrics)
         finally:
             empty_cache(self.device, self.options.cuda_empty_cache)
-        self.stale = True
+        self.published.trained()
         self._finish_update(batch, parts, t0, int(self.reference is not None) + self.loss_config.needs_selection)
         return out
 
@@ -389,11 +403,20 @@ class LocalBackend:
                 self._micro_batch_gradients(mb, real, selected, tally)
         if self.world.distributed:
             tally.sum_ranks(self.device)
-        metrics: dict[str, float | int | str] = dict(self.mismatch.metrics())
+        metrics: dict[str, float | int | str] = dict(self.published.stale_gap.metrics(
+            datums, self.mismatch.metrics(), self.model, self._recomputed))
         metrics.update(tally.metrics(total, echo_tokens, reference=self.reference is not None))
         metrics.update(crop)
         self.mismatch = self.mismatch.fresh()
         return TrainOutput(loss=tally.loss, tokens=total, metrics=metrics), batch, parts
+
+    @torch.no_grad()
+    def _recomputed(self, datums: Sequence[Datum]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the trained model's logprobs of the datums' sampled tokens, the sampler's), flat."""
+        parts = micro.micro_batches(collate(datums, self.tokenizer.pad_token_id, self.device),
+                                    micro.Layout(max_rows=self.options.train_microbatch_size))
+        return (torch.cat([self._new_logprobs(mb).float() for mb in parts]),
+                torch.cat([mb.old_logprobs[mb.action].float() for mb in parts]))
 
     def _selected_tokens(self, batch: Batch, parts: list[Batch]) -> torch.Tensor:
         """[B, L-1]: the tokens a selecting objective (KL-Cov, Clip-Cov) trains on, chosen over
@@ -479,7 +502,7 @@ class LocalBackend:
         with span("optimizer", self._sync):
             self._step(metrics)
         empty_cache(self.device, self.options.cuda_empty_cache)
-        self.stale = True
+        self.published.trained()
         self._finish_update(batch, parts, t0, 0)
         return TrainOutput(loss=loss_sum, tokens=total, metrics=metrics)
 
@@ -488,7 +511,7 @@ class LocalBackend:
                 "trainable_parameters": self.trainable_parameters}
         return state.save_checkpoint(path, model=self.model, optimizer=self.optimizer, lora=self.lora,
                                      world=self.world, rng=self._rng_state(), meta=meta,
-                                     extra=self.server.save_into if self.server is not None else None)
+                                     extra=self.published.save)
 
     def _rng_state(self) -> dict[str, Any]:
         return state.rng_state(self.device, self.sample_generator, self.select_generator)
@@ -499,10 +522,7 @@ class LocalBackend:
         rng = state.load_checkpoint(path, model=self.model, optimizer=self.optimizer, lora=self.lora,
                                     world=self.world)
         state.restore_rng(rng, self.device, self.sample_generator, self.select_generator)
-        if self.server is not None:
-            self.stale = True
-            if not self.server.restore_from(Path(path)):
-                self.checkpoint("resume")
+        self.published.restore(Path(path), self.model)
 
     def load_adapter(self, path: str) -> None:
         """Trained weights alone, for evaluation: the optimizer and the RNG streams are left as
@@ -539,8 +559,7 @@ class LocalBackend:
 
     def close(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
-        if self.server is not None:
-            self.server.close()
+        self.published.close()
         if self.world.distributed and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
 

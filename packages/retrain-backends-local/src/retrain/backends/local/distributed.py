@@ -17,7 +17,7 @@ Every rank runs the same sequence of collectives or the world hangs, so the cont
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -120,6 +120,13 @@ def gather(obj: Any, world: World) -> list[Any]:
     return out
 
 
+def broadcast(obj: Any, world: World) -> Any:
+    """Rank 0's `obj` on every rank."""
+    box = [obj if world.leader else None]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
 def sum_floats(values: Sequence[float], device: torch.device) -> list[float]:
     t = torch.tensor(list(values), dtype=torch.float64, device=device)
     dist.all_reduce(t)
@@ -216,16 +223,18 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, sd: dict[str, Any]) -
 
 
 def save_checkpoint(path: str, model: torch.nn.Module, optimizer: torch.optim.Optimizer, world: World, *,
-                    lora: bool, rng: dict[str, Any], meta: dict[str, Any]) -> None:
+                    lora: bool, rng: dict[str, Any], meta: dict[str, Any],
+                    extra: Callable[[Path], None] | None = None) -> None:
     """Gather full weights, optimizer state and every rank's RNG streams (`rng`: this rank's);
-    rank 0 writes the single-process layout (plus `rng.pt` "ranks") and the others wait for it."""
+    rank 0 writes the single-process layout (plus `rng.pt` "ranks", and what its `extra`
+    adds) and the others wait for it."""
     weights = full_state(model, world, trainable_only=lora)
     optimizer_state = full_optimizer_state(model, optimizer, world)
     ranks = gather(rng, world)
     if world.leader:
         write_checkpoint(path, model=model, lora=lora, optimizer=optimizer,
                          rng={**ranks[0], "ranks": ranks}, meta={**meta, "world_size": world.size},
-                         weights=weights, optimizer_state=optimizer_state)
+                         weights=weights, optimizer_state=optimizer_state, extra=extra)
     gather(None, world)  # no rank reads the checkpoint before it is complete
 
 
@@ -254,9 +263,12 @@ def load_weights(model: torch.nn.Module, folder: Path, *, lora: bool) -> None:
         raise RuntimeError(f"checkpoint {folder} does not match the model (missing {sorted(expected)[:3]})")
 
 
-def save_adapter(path: str, model: torch.nn.Module, world: World, *, lora: bool) -> None:
-    """The full trained weights, gathered and written by rank 0; the others wait for it."""
-    weights = full_state(model, world, trainable_only=lora)
+def save_adapter(path: str, model: torch.nn.Module, world: World, *, lora: bool,
+                 weights: dict[str, torch.Tensor] | None = None) -> None:
+    """The full trained weights (or `weights`, full on rank 0: a published version), gathered
+    and written by rank 0; the others wait for it."""
+    if weights is None:
+        weights = full_state(model, world, trainable_only=lora)
     if world.leader:
         write_dir_atomic(path, lambda tmp: save_weights(model, tmp, lora=lora, state_dict=weights))
     gather(None, world)

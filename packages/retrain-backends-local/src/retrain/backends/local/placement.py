@@ -63,9 +63,10 @@ def place(config: TrainConfig, options: LocalOptions) -> Placement:
 def refuse_distributed(config: TrainConfig, options: LocalOptions, size: int) -> None:
     """What a multi-process run does not build yet, refused before the model loads."""
     t = config.training
-    if config.inference.engine != "pytorch":
-        raise UserError(f"[inference] engine = {config.inference.engine!r} with {size} training processes is "
-                        "not built yet; use engine = \"pytorch\" or one process (docs/scaling.md)")
+    if config.inference.engine == "pytorch" and t.max_async_level > 0:
+        raise UserError(f"[training] max_async_level = {t.max_async_level} with engine = \"pytorch\" and {size} "
+                        "training processes is not built yet (they sample together, in step with training); use "
+                        "an inference server engine or one process (docs/scaling.md)")
     if PolicyLossConfig(mode=t.policy_loss_mode).needs_selection:
         raise UserError(f"[training] policy_loss_mode = {t.policy_loss_mode!r} with {size} processes is not built "
                         "yet (its token selection spans the whole batch); use one process")

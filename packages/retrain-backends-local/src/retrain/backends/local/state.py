@@ -53,11 +53,11 @@ def check_seed(path: str, *, seed: int, model_name: str) -> None:
 def save_checkpoint(path: str, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer, lora: bool,
                     world: World, rng: dict[str, Any], meta: dict[str, Any],
                     extra: Callable[[Path], None] | None = None) -> str:
-    """`extra` adds files of its own (single process only: a multi-process run has no server)."""
+    """`extra` adds files of its own (written by rank 0 in a multi-process run)."""
     if world.distributed:
         from retrain.backends.local import distributed
 
-        distributed.save_checkpoint(path, model, optimizer, world, lora=lora, rng=rng, meta=meta)
+        distributed.save_checkpoint(path, model, optimizer, world, lora=lora, rng=rng, meta=meta, extra=extra)
         return str(Path(path))
     return str(write_checkpoint(path, model=model, lora=lora, optimizer=optimizer, rng=rng, meta=meta, extra=extra))
 

@@ -106,6 +106,19 @@ class InferenceConfig(Section):
           "completion's tokens by the product of their ratios; *_truncate clips the weight at the cap, "
           "*_mask drops the token or completion from the loss."),
     ] = "token_truncate"
+    recompute_stale_logprobs: Annotated[
+        bool,
+        F("With max_async_level > 0: recompute the logprobs of tokens sampled from older weights under those "
+          "weights (one more forward per older version in a step), so engine/logprob_gap_* measure the "
+          "sampler's numerical gap on every step; off, they cover only tokens sampled from the weights that "
+          "train, and the gap to older samples is async/stale_logprob_gap_* (the policy's drift included)."),
+    ] = False
+    partial_rollout_tokens: Annotated[
+        int,
+        F("With max_async_level > 0 and async_versions = \"latest\" on a server engine: sample each completion "
+          "at most this many tokens at a time, and continue one still running on the newest version published "
+          "by then (partial rollouts; each token keeps the version that drew it); 0 = off.", ge=0),
+    ] = 0
     attention_kernel: Annotated[
         Literal["default", "flash", "triton", "tk", "cutlass"], F("Attention kernel hint.")
     ] = "default"

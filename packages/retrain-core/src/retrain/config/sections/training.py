@@ -16,6 +16,9 @@ PolicyLossMode = Literal["standard", "kl_cov", "clip_cov", "cispo", "sapo"]
 POLICY_LOSS_MODES: tuple[str, ...] = get_args(PolicyLossMode)
 RatioLevel = Literal["token", "sequence"]
 RATIO_LEVELS: tuple[str, ...] = get_args(RatioLevel)
+#: the most batches the producer samples ahead (retrain.training.producer)
+MAX_ASYNC_LEVEL = 16
+AsyncVersions = Literal["pinned", "latest"]
 
 
 class TrainingConfig(Section):
@@ -39,8 +42,20 @@ class TrainingConfig(Section):
     ] = 0.0
     max_async_level: Annotated[
         int,
-        F("0 = sample, then train; 1 = sample step k+1 on the inference server while step k trains "
-          "(one step off-policy; needs an inference server engine or backend = tinker).", ge=0, le=1),
+        F("0 = sample, then train; K > 0 = up to K batches are sampled ahead while the trainer trains, "
+          "each from weights up to K updates old (docs/scaling.md).", ge=0, le=MAX_ASYNC_LEVEL),
+    ] = 0
+    async_versions: Annotated[
+        AsyncVersions,
+        F("Which published weights a batch sampled ahead uses: pinned = exactly max_async_level updates "
+          "behind the step that trains it (reproducible; a resumed run matches the uninterrupted one), "
+          "latest = the newest published when its sampling starts (never older than pinned; less stale "
+          "when sampling is slower than training, not reproducible)."),
+    ] = "pinned"
+    max_off_policy_steps: Annotated[
+        int,
+        F("Drop the samples whose oldest token was drawn more than this many updates before the weights "
+          "that train on it (async/dropped_samples counts them); 0 = max_async_level (none is dropped).", ge=0),
     ] = 0
     lr: Annotated[float, F("Learning rate.", gt=0)] = 4e-5
     weight_decay: Annotated[float, F("AdamW weight decay.")] = 0.0

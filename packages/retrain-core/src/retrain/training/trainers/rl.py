@@ -93,10 +93,6 @@ class Trainer:
     def _flow(self) -> Flow:
         c = self.config
         require_runnable(c)
-        if self.world.distributed and c.training.max_async_level > 0:
-            raise FlowError(f"[training] max_async_level = {c.training.max_async_level} with {self.world.size} "
-                            "processes is not built yet (sampling would overlap the training collectives); "
-                            "use max_async_level = 0")
         report = trace(c)
         if not report.ok:
             raise FlowError("training flow validation failed: " + "; ".join(
@@ -133,8 +129,10 @@ class Trainer:
         cursor = PromptCursor(examples, backend.tokenizer, start=state.example_idx,
                               encode=env.encode if env is not None else None)
         sizes = (state.current_batch_size or c.training.batch_size, state.current_group_size or c.training.group_size)
-        producer = RolloutProducer(backend, flow, cursor, level=c.training.max_async_level,
-                                   max_steps=c.training.max_steps, dynamic=DynamicSampling.of(c))
+        t = c.training
+        producer = RolloutProducer(backend, flow, cursor, level=t.max_async_level, max_steps=t.max_steps,
+                                   dynamic=DynamicSampling.of(c), versions=t.async_versions,
+                                   max_off_policy_steps=t.max_off_policy_steps, world=self.world)
         cleanup.callback(producer.close)
         held_out = None
         if held_out_examples is not None:
@@ -286,7 +284,8 @@ class Trainer:
 
     def _checkpoint(self, run: Run, step: int, phase: str = "") -> str:
         path = Path(self.config.backend.adapter_path) / checkpoint_name(step, phase)
-        return run.log.checkpoint(run.backend, run.flow, run.state, path, step=step, phase=phase)
+        return run.log.checkpoint(run.backend, run.producer.checkpoint_flow(run.flow), run.state, path, step=step,
+                                  phase=phase)
 
     def _checkpoint_unless_saved(self, run: Run, step: int, phase: str = "") -> str:
         """The checkpoint of the step just done: the scheduled one, or one saved now."""
