@@ -128,10 +128,14 @@ def test_retrain_and_transformers_forwards_sample_alike(shape: str, params: Samp
 
 
 def with_lora(model: torch.nn.Module, targets: list[str] | str, spread: float) -> torch.nn.Module:
-    """`model` with LoRA r4 (scaling 2) on `targets`, B drawn N(0, spread) so it acts."""
+    """`model` with LoRA r4 (scaling 2) on `targets`, B drawn N(0, spread) so it acts. A is
+    peft's init from the global generator: seeded here, so a test's model does not depend on
+    the tests run before it in its worker."""
     from peft import LoraConfig, get_peft_model
 
-    model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=targets))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=targets))
     with torch.no_grad():
         for name, weight in model.named_parameters():
             if "lora_B" in name:
