@@ -6,6 +6,12 @@ CPU shapes (random weights, fp32, the machine's usable CPUs as threads):
   tiny        the demo's model (Qwen3, 0.8M parameters), 2 prompts x 8 samples x 64 tokens
   demo-step   the demo's model at the demo's RL step: 16 prompts x 8 samples x 12 tokens
   llama-135m  SmolLM2-135M's shape (llama, 30 layers, vocab 49,152), 2 x 8 x 64 tokens
+  qwen3_5     Qwen3.5's hybrid text model, small: 8 layers (3 Gated DeltaNet to 1 full
+              attention, as the hub's), hidden 256, vocab 8,192, 2 x 8 x 64 tokens
+  gemma3      Gemma 3's text model, small: 8 layers (5 sliding to 1 full, a 16-token window
+              shorter than the sequence), hidden 256, vocab 8,192, 2 x 8 x 64 tokens
+  gemma4      Gemma 4's text model, small: as gemma3 plus per-layer input embeddings,
+              soft-capped logits and shared-KV layers, 2 x 8 x 64 tokens
 GPU shapes (`--gpu`; fp32 weights under bf16 autocast, as the local backend trains):
   first-light  the GPU kit's RL policy (Qwen3, 28 layers, hidden 1024, the tiny tokenizer's
                103-token vocabulary), 8 prompts x 16 samples x 256 tokens
@@ -44,7 +50,22 @@ SHAPES: dict[str, dict[str, Any]] = {
                     "prompts": 8, "samples": 16, "tokens": 256},
 }
 SHAPES["qwen3-0.6b"] = {**SHAPES["first-light"], "model": {**SHAPES["first-light"]["model"], "vocab_size": 151936}}
-CPU_SHAPES = ("tiny", "demo-step", "llama-135m")
+SMALL: dict[str, Any] = dict(vocab_size=8192, hidden_size=256, intermediate_size=768, num_hidden_layers=8,
+                             num_attention_heads=4, num_key_value_heads=2, head_dim=64, max_position_embeddings=4096,
+                             tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+GEMMA_LAYERS = ["sliding_attention"] * 5 + ["full_attention"] + ["sliding_attention"] + ["full_attention"]
+SHAPES["qwen3_5"] = {"model": dict(SMALL, model_type="qwen3_5_text", linear_key_head_dim=64, linear_value_head_dim=64,
+                                   linear_num_key_heads=2, linear_num_value_heads=4,
+                                   layer_types=["linear_attention"] * 3 + ["full_attention"] +
+                                   ["linear_attention"] * 3 + ["full_attention"]),
+                     "prompts": 2, "samples": 8, "tokens": 64}
+SHAPES["gemma3"] = {"model": dict(SMALL, model_type="gemma3_text", sliding_window=16, layer_types=GEMMA_LAYERS),
+                    "prompts": 2, "samples": 8, "tokens": 64}
+SHAPES["gemma4"] = {"model": dict(SMALL, model_type="gemma4_text", sliding_window=16, layer_types=GEMMA_LAYERS,
+                                  global_head_dim=128, final_logit_softcapping=30.0, vocab_size_per_layer_input=8192,
+                                  hidden_size_per_layer_input=64, num_kv_shared_layers=2),
+                    "prompts": 2, "samples": 8, "tokens": 64}
+CPU_SHAPES = ("tiny", "demo-step", "llama-135m", "qwen3_5", "gemma3", "gemma4")
 GPU_SHAPES = ("first-light", "qwen3-0.6b")
 #: peak memory bandwidth, bytes/s, by a substring of the device name
 BANDWIDTH = {"H200": 4.8e12, "H100 SXM": 3.35e12, "H100": 3.35e12, "A100-SXM4-80GB": 2.04e12, "A100": 1.56e12,
@@ -62,6 +83,9 @@ def build(shape: str, device: str) -> Any:
 
         spec = json.loads((ASSETS / "config.json").read_text())
     raw = dict(spec)
+    from retrain.models.quiet import import_model_classes
+
+    import_model_classes()  # the families' modeling modules, their third-party fallback lines quieted
     config = AutoConfig.for_model(raw.pop("model_type"), **raw)
     torch.manual_seed(0)
     with torch.device(device):
@@ -136,14 +160,14 @@ def worker(engine: str, shape: str) -> None:
     print(json.dumps(result))
 
 
-def cpu(rounds: int) -> dict[str, Any]:
+def cpu(rounds: int, shapes: tuple[str, ...]) -> dict[str, Any]:
     engines = ("retrain", "generate", "retrain_transformers_forward")
-    runs: dict[tuple[str, str], list[dict[str, Any]]] = {(e, s): [] for e in engines for s in CPU_SHAPES}
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {(e, s): [] for e in engines for s in shapes}
     for _ in range(rounds):
         for key in runs:
             runs[key].append(run_worker(__file__, ["--worker", *key]))
     results = []
-    for shape in CPU_SHAPES:
+    for shape in shapes:
         row: dict[str, Any] = {"shape": shape, "device": "cpu", **{k: SHAPES[shape][k] for k in ("prompts", "samples", "tokens")}}
         for engine in engines:
             ok = [r for r in runs[(engine, shape)] if r.get("status") == "ok"]
@@ -228,7 +252,7 @@ def main() -> None:
         print(json.dumps(gpu(shapes, [e for e in args.engines.split(",") if e])))
         return
     start = time.perf_counter()
-    out = cpu(args.rounds)
+    out = cpu(args.rounds, tuple(s for s in args.shapes.split(",") if s) or CPU_SHAPES)
     out["wall_s"] = round(time.perf_counter() - start, 1)
     print(json.dumps(out))
 

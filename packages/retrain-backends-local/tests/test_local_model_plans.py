@@ -3,10 +3,11 @@ decoder that runs the weights itself reads, built from transformers' own configs
 
 from __future__ import annotations
 
-from tiny_families import GEMMA4, SHAPES, config_of
+from tiny_families import GEMMA3, GEMMA4, SHAPES, config_of
 from transformers import AutoConfig
 
 from retrain.models.family import family_of
+from retrain.models.gemma3 import Gemma3
 from retrain.models.gemma4 import Gemma4
 from retrain.models.layers import LayerPlan
 
@@ -41,11 +42,47 @@ def test_gemma4_shared_layers_read_the_last_earlier_layer_of_their_kind() -> Non
     assert [layer.kv_source for layer in layers] == [None, None, None, None, 2, 3]
 
 
+def test_the_plans_say_what_the_module_tree_does_not() -> None:
+    assert (plan("qwen3_5 text").norm, plan("qwen3_5 text").attention_gate, plan("qwen3_5 text").rope_axes) == \
+        ("fp32 1 + weight", True, 3)
+    assert plan("gemma3 multimodal").norm == "fp32 1 + weight" and plan("gemma4 text").norm == "fp32 weight"
+    assert plan("llama").norm == "weight" and not plan("llama").attention_gate
+    assert [layer.rope for layer in plan("gemma3 text").layers] == ["sliding_attention", "full_attention"]
+    assert all(layer.rope == "" for layer in plan("mistral short window").layers)
+    assert all(layer.mlp == "dense+moe" for layer in plan("gemma4 moe").layers)
+    assert all(layer.mlp == "moe" for layer in plan("qwen3_5 moe").layers)
+
+
+def test_a_plan_says_what_it_leaves_unstated() -> None:
+    """Families whose layers compute more than a plan's fields say so; a decoder runs none of
+    them."""
+    for name in ("smollm3", "olmo2", "phi3", "granite", "gpt_oss"):
+        kind = SHAPES[name][0]
+        assert plan(name).unstated.startswith(f"model type {kind!r}: "), name
+    for name in ("llama", "mistral short window", "qwen2", "qwen3", "qwen3_moe", "qwen3_5 text", "gemma3 text",
+                 "gemma4 multimodal"):
+        assert plan(name).unstated == "", name
+    bidirectional = AutoConfig.for_model("gemma3_text", **dict(GEMMA3, use_bidirectional_attention=True))
+    assert "bidirectional" in Gemma3().plan(bidirectional).unstated
+
+
 def test_a_decoder_asks_the_plan_what_it_cannot_run() -> None:
+    from retrain.inference_engine.pytorch.forward.build import IMPLEMENTS
+
     assert plan("llama").unsupported(columns=64) is None
     assert plan("mistral short window").unsupported(columns=4) is None  # a window the sequence fits
     assert "sliding window of 4 tokens" in str(plan("mistral short window").unsupported(columns=5))
+    assert plan("mistral short window").unsupported(columns=5, attention=("full", "sliding")) is None
     assert "linear attention (layer 0)" in str(plan("qwen3_5 text").unsupported(columns=8))
     assert "mixture-of-experts" in str(plan("qwen3_moe").unsupported(columns=8))
-    assert "soft-capped" in str(plan("granite").unsupported(columns=8))
-    assert plan("granite").unsupported(columns=8, head_math=True) is None
+    gemma = dict(attention=("full", "sliding"), norms=("fp32 weight",))
+    assert "soft-capped" in str(plan("gemma4 text").unsupported(columns=8, **gemma))
+    assert "per-layer input" in str(plan("gemma4 text").unsupported(columns=8, head_math=True, **gemma))
+    assert "keys and values shared with layer 1 (layer 3)" in str(
+        plan("gemma4 shared kv").unsupported(columns=8, head_math=True, per_layer_inputs=True, **gemma))
+    assert "RMSNorms applied as fp32 1 + weight" in str(plan("gemma3 text").unsupported(columns=8, **gemma))
+    assert "gated attention" in str(plan("qwen3_5 text").unsupported(columns=8, attention=("full", "linear"),
+                                                                     norms=("fp32 1 + weight",)))
+    assert "model type 'granite'" in str(plan("granite").unsupported(columns=8, **IMPLEMENTS))
+    for name in ("qwen3_5 moe", "gemma4 shared kv", "gemma4 moe", "qwen3_5 multimodal", "gemma3 multimodal"):
+        assert plan(name).unsupported(columns=8, **IMPLEMENTS) is None, name

@@ -1,6 +1,9 @@
 """The PyTorch sampling engine: whatever mode training left the model in, retrain's decoding
 forward against transformers' (greedy tokens exactly, sampled tokens distributionally),
-compaction of finished rows, and rows that never depend on their neighbours."""
+compaction of finished rows, and rows that never depend on their neighbours. The exactness
+tests run on the llama family and on every other family retrain's decoder runs (Mistral with
+a window shorter than the sequence, Qwen3-MoE, Qwen3.5, Gemma 3, Gemma 4 and their variants:
+`tiny_families`)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import json
 
 import pytest
 import torch
+from tiny_families import hub_model
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from retrain.inference_engine.pytorch.choice import choose
@@ -27,7 +31,16 @@ SHAPES = {
 }
 
 
+#: the other families retrain's decoder runs, as `tiny_families` builds them (text models: what
+#: retrain loads from a multimodal checkpoint)
+FAMILIES = ["mistral short window", "qwen3_moe", "qwen3_5 text", "qwen3_5 moe", "gemma3 text", "gemma4 text",
+            "gemma4 shared kv", "gemma4 moe"]
+EVERY = sorted(SHAPES) + FAMILIES
+
+
 def model_of(shape: str, seed: int = 0) -> torch.nn.Module:
+    if shape in FAMILIES:
+        return hub_model(shape, seed)
     raw = dict(SHAPES[shape] or json.loads((ASSETS / "config.json").read_text()))
     model_type = raw.pop("model_type")
     with torch.random.fork_rng(devices=[]):
@@ -73,11 +86,13 @@ def test_dropout_never_touches_sampling() -> None:
     assert model.training
 
 
-@pytest.mark.parametrize("shape", sorted(SHAPES))
+@pytest.mark.parametrize("shape", EVERY)
 def test_greedy_tokens_equal_transformers_generate(shape: str) -> None:
     model = model_of(shape)
     eos = model.config.vocab_size - 1
-    ours = sample(model, SamplingParams(max_tokens=20, temperature=0.0), n=1, eos=eos)
+    stats = SampleStats()
+    ours = sample(model, SamplingParams(max_tokens=20, temperature=0.0), n=1, eos=eos, stats=stats)
+    assert stats.decoder == "retrain", stats.decoder_note
     for prompt, group in zip(PROMPTS, ours, strict=True):
         ids = torch.tensor([prompt])
         want = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=20,
@@ -85,7 +100,7 @@ def test_greedy_tokens_equal_transformers_generate(shape: str) -> None:
         assert group[0].token_ids == want
 
 
-@pytest.mark.parametrize("shape", sorted(SHAPES))
+@pytest.mark.parametrize("shape", EVERY)
 @pytest.mark.parametrize("params", [SamplingParams(max_tokens=16),
                                     SamplingParams(max_tokens=16, temperature=0.7, top_p=0.9, top_k=40, min_p=0.02)],
                          ids=["plain", "truncated"])
@@ -94,20 +109,15 @@ def test_retrain_and_transformers_forwards_sample_alike(shape: str, params: Samp
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Same draws, so the same tokens; logprobs within fp32 rounding of each other. `packed`:
     the CPU's oneDNN-packed products, which only large matrices in long calls get."""
-    from retrain.inference_engine.pytorch.forward import lean
+    from retrain.inference_engine.pytorch.forward import lean, linear
 
     if packed:
-        monkeypatch.setattr(lean, "PACK_MIN_NUMEL", 0)
+        monkeypatch.setattr(linear, "PACK_MIN_NUMEL", 0)
         monkeypatch.setattr(lean, "PACK_MIN_STEPS", 0)
     model = model_of(shape)
-    if shape == "qwen2":  # LoRA beside packed q/k/v with biases
-        from peft import LoraConfig, get_peft_model
-
-        model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "up_proj"]))
-        with torch.no_grad():
-            for name, weight in model.named_parameters():
-                if "lora_B" in name:
-                    weight.normal_(0, 0.2, generator=torch.Generator().manual_seed(len(name)))
+    if shape == "qwen2" or shape in FAMILIES:  # LoRA beside packed q/k/v with biases; on every linear of a family
+        targets = ["q_proj", "v_proj", "up_proj"] if shape == "qwen2" else "all-linear"
+        model = with_lora(model, targets, 0.2)
     stats = SampleStats()
     ours = sample(model, params, stats=stats)
     assert stats.decoder == "retrain"
@@ -115,6 +125,22 @@ def test_retrain_and_transformers_forwards_sample_alike(shape: str, params: Samp
     for mine, ref in zip((c for g in ours for c in g), (c for g in theirs for c in g), strict=True):
         assert mine.token_ids == ref.token_ids
         assert max(abs(x - y) for x, y in zip(mine.logprobs, ref.logprobs, strict=True)) < 1e-5
+
+
+def with_lora(model: torch.nn.Module, targets: list[str] | str, spread: float) -> torch.nn.Module:
+    """`model` with LoRA r4 (scaling 2) on `targets`, B drawn N(0, spread) so it acts. A is
+    peft's init from the global generator: seeded here, so a test's model does not depend on
+    the tests run before it in its worker."""
+    from peft import LoraConfig, get_peft_model
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=targets))
+    with torch.no_grad():
+        for name, weight in model.named_parameters():
+            if "lora_B" in name:
+                weight.normal_(0, spread, generator=torch.Generator().manual_seed(len(name)))
+    return model
 
 
 def test_sampled_tokens_follow_the_distribution_like_generate() -> None:
@@ -198,11 +224,12 @@ def _eos_prone(shape: str) -> tuple[torch.nn.Module, int]:
     return model, eos
 
 
-@pytest.mark.parametrize("decoder", ["retrain", "transformers"])
-def test_finished_rows_are_compacted_and_rows_never_depend_on_their_neighbours(decoder: str) -> None:
+@pytest.mark.parametrize("shape,decoder", [("llama", "transformers"), ("llama", "retrain"),
+                                          *((f, "retrain") for f in FAMILIES)])
+def test_finished_rows_are_compacted_and_rows_never_depend_on_their_neighbours(shape: str, decoder: str) -> None:
     """A row set decoded alone and decoded beside another (other seed, longer max_tokens: the
     batch compacts at other moments) gives the same completions."""
-    model, eos = _eos_prone("llama")
+    model, eos = _eos_prone(shape)
     mine = RowSet([[5, 9, 13], [4]], 16, SamplingParams(max_tokens=12), torch.Generator().manual_seed(1))
     alone_stats = SampleStats()
     alone = decode(model, [mine], [eos], 0, stats=alone_stats, decoder=decoder)[0]
@@ -305,7 +332,7 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 
 @needs_cuda
-@pytest.mark.parametrize("shape", ["qwen3", "llama"])
+@pytest.mark.parametrize("shape", ["qwen3", "llama", *FAMILIES])
 def test_on_cuda_graphed_decoding_matches_the_training_forward(shape: str) -> None:
     """Under bf16 autocast (how the local backend runs on CUDA): graphs captured and replayed,
     each sampled token's logprob within bf16 rounding of transformers' full-sequence forward,
@@ -350,23 +377,17 @@ def test_on_cuda_the_backend_samples_with_its_default_options(tiny_config) -> No
     assert all(1 <= len(c.token_ids) <= 16 for g in out for c in g) and backend.model.training
 
 
-@pytest.mark.parametrize("shape", ["qwen3", "qwen2"])
+@pytest.mark.parametrize("shape", ["qwen3", "qwen2", *FAMILIES])
 def test_under_bf16_autocast_the_stacked_products_follow_transformers(shape: str) -> None:
     """Autocast (how CUDA runs) makes the decoder stack q/k/v and gate/up into single bf16
     products with the LoRA deltas folded in; on the CPU's autocast that path is checked
     against transformers' forward under the same autocast."""
-    from peft import LoraConfig, get_peft_model
-
-    model = get_peft_model(model_of(shape), LoraConfig(r=4, lora_alpha=8, target_modules="all-linear"))
-    with torch.no_grad():
-        for name, weight in model.named_parameters():
-            if "lora_B" in name:
-                weight.normal_(0, 0.3, generator=torch.Generator().manual_seed(len(name)))
+    model = with_lora(model_of(shape), "all-linear", 0.3)
     params = SamplingParams(max_tokens=12)
     runs = {}
     for decoder in ("retrain", "transformers"):
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            runs[decoder] = sample(model, params, decoder=decoder, n=4)
+            runs[decoder] = sample(model, params, decoder=decoder, n=4)  # "retrain" raises where it cannot run
     ours = [c for g in runs["retrain"] for c in g]
     theirs = [c for g in runs["transformers"] for c in g]
     assert sum(a.token_ids == b.token_ids for a, b in zip(ours, theirs, strict=True)) >= 0.75 * len(ours)
@@ -375,13 +396,15 @@ def test_under_bf16_autocast_the_stacked_products_follow_transformers(shape: str
     assert max(gaps) < 0.05 and sum(gaps) / len(gaps) < 0.01, (max(gaps), sum(gaps) / len(gaps))
 
 
-def test_the_graphed_step_attending_every_column_equals_the_eager_one() -> None:
+@pytest.mark.parametrize("shape", ["llama", *FAMILIES])
+def test_the_graphed_step_attending_every_column_equals_the_eager_one(shape: str) -> None:
     """A CUDA graph has one shape: its step attends over all columns, the unwritten ones held
-    off by the -inf key mask. The same call on the CPU gives the eager step's logits."""
+    off by the -inf key mask (a sliding window's columns out of reach too). The same call on
+    the CPU gives the eager step's logits."""
     from retrain.inference_engine.pytorch.forward.lean import LeanForward
     from retrain.inference_engine.pytorch.sample import left_pad
 
-    model = model_of("llama")
+    model = model_of(shape)
     ids, mask = left_pad(PROMPTS, 0, torch.device("cpu"))
     expand = torch.repeat_interleave(torch.arange(len(PROMPTS)), 2)
     eager = LeanForward(model, None, ids, mask, expand, 10)

@@ -60,6 +60,19 @@ SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
+#: variants of the families beyond the matrix, for the decoder's tests: Gemma 4 with shared-KV
+#: layers (keys doubling as values, double-wide MLPs), Gemma 4 and Qwen3.5 with experts
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "gemma4 shared kv": ("gemma4_text", dict(GEMMA4, num_hidden_layers=6, num_kv_shared_layers=3,
+                                             attention_k_eq_v=True, use_double_wide_mlp=True, num_global_key_value_heads=1,
+                                             layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2)),
+    "gemma4 moe": ("gemma4_text", dict(GEMMA4, enable_moe_block=True, num_experts=4, top_k_experts=2,
+                                       moe_intermediate_size=16)),
+    "qwen3_5 moe": ("qwen3_5_moe_text", dict(QWEN35, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16,
+                                             shared_expert_intermediate_size=16)),
+}
+
+
 def config_of(name: str) -> Any:
     from retrain.models.deferred import deferred_optional_imports
     from retrain.models.quiet import import_model_classes
@@ -68,7 +81,7 @@ def config_of(name: str) -> Any:
         import_model_classes()
     from transformers import AutoConfig
 
-    model_type, values = SHAPES[name]
+    model_type, values = SHAPES[name] if name in SHAPES else VARIANTS[name]
     return AutoConfig.for_model(model_type, **values)
 
 

@@ -15,17 +15,31 @@ A family answers:
   delta rule), with the metrics that say what was chosen.
 
 The base class is every other causal LM's family (llama, mistral, qwen2, qwen3, smollm3,
-olmo2, phi3, granite, gpt_oss, ...): transformers' config says all there is.
+olmo2, phi3, granite, gpt_oss, ...). For the llama layer (`LLAMA_LAYERS`) transformers' config
+says all there is; any other model type's plan says, in `unstated`, what it leaves out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from retrain.errors import UserError
 from retrain.models import multimodal
 from retrain.models.layers import DecoderPlan, plan_of
+
+#: model types whose layers are the llama layer (RMSNorm before attention and MLP, rotary q/k,
+#: q/k norms where the module has them, a SiLU-gated MLP): their plan is the config's
+LLAMA_LAYERS = frozenset({"llama", "mistral", "qwen2", "qwen3"})
+#: what other families' layers compute beyond a plan's fields
+UNSTATED = {
+    "smollm3": "layers without rotary embeddings (no_rope_layers)",
+    "olmo2": "norms after attention and MLP only, q/k norms over all heads at once",
+    "phi3": "fused qkv and gate_up projections",
+    "granite": "embedding, residual and attention multipliers",
+    "gpt_oss": "attention sinks and biased, clamped experts",
+}
 
 
 class Family:
@@ -36,7 +50,13 @@ class Family:
     options: ClassVar[Mapping[str, Any]] = {}
 
     def plan(self, config: Any) -> DecoderPlan:
-        return plan_of(text_config(config))
+        text = text_config(config)
+        plan = plan_of(text)
+        kind = str(getattr(text, "model_type", ""))
+        if kind in LLAMA_LAYERS:
+            return plan
+        why = UNSTATED.get(kind, "no family module states all of its layers")
+        return replace(plan, unstated=f"model type {kind!r}: {why}")
 
     def lora_targets(self, model: Any, suffixes: list[str]) -> list[str]:
         """Suffixes as given, except for a multimodal checkpoint's text model and a model with

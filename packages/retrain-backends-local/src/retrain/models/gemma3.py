@@ -10,6 +10,7 @@ own rotary base (`rope_local_base_freq`), and `query_pre_attn_scalar` as the att
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from retrain.models.family import Family, text_config
@@ -26,5 +27,10 @@ class Gemma3(Family):
     end_of_turn: ClassVar[tuple[str, ...]] = ("<end_of_turn>",)
 
     def plan(self, config: Any) -> DecoderPlan:
-        plan = plan_of(text_config(config))
-        return DecoderPlan(plan.layers, plan.logit_softcap, plan.logit_scale, notes=NOTES)
+        text = text_config(config)
+        unstated = ""
+        if getattr(text, "use_bidirectional_attention", False):
+            unstated = "bidirectional attention (use_bidirectional_attention)"
+        elif getattr(text, "attn_logit_softcapping", None):
+            unstated = "soft-capped attention logits (attn_logit_softcapping)"
+        return replace(plan_of(text), norm="fp32 1 + weight", unstated=unstated, notes=NOTES)

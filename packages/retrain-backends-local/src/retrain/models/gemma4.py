@@ -22,7 +22,7 @@ from retrain.models.layers import DecoderPlan, plan_of
 
 NOTES = ("full layers: global_head_dim, proportional partial rotary", "keys double as values when attention_k_eq_v",
          "values RMS-normalised without weight", "embeddings scaled by sqrt(hidden_size)",
-         "norms before and after attention and MLP")
+         "norms before and after attention and MLP", "attention scale 1", "each layer's output times layer_scalar")
 
 
 class Gemma4(Family):
@@ -43,7 +43,11 @@ class Gemma4(Family):
             for i in range(first, len(layers)):
                 source = max(j for j in range(first) if types[j] == types[i])
                 layers[i] = replace(layers[i], kv_source=source)
+        # Gemma 4's routed experts run beside the dense MLP, not instead of it
+        layers = [replace(layer, mlp="dense+moe") if layer.mlp == "moe" else layer for layer in layers]
         per_layer = bool(getattr(text, "hidden_size_per_layer_input", 0)) and \
             bool(getattr(text, "vocab_size_per_layer_input", 0))
-        return DecoderPlan(tuple(layers), plan.logit_softcap, plan.logit_scale, per_layer_inputs=per_layer,
-                           notes=NOTES)
+        unstated = "bidirectional attention (use_bidirectional_attention = \"all\")" \
+            if getattr(text, "use_bidirectional_attention", None) == "all" else ""
+        return replace(plan, layers=tuple(layers), per_layer_inputs=per_layer, norm="fp32 weight", unstated=unstated,
+                       notes=NOTES)

@@ -34,11 +34,12 @@ import functools
 import importlib.util
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from retrain.errors import UserError
-from retrain.models.family import Family
+from retrain.models.family import Family, text_config
+from retrain.models.layers import DecoderPlan, plan_of
 
 KERNEL = "[backend.options] qwen35_gated_delta_kernel"
 CHUNK = "[backend.options] qwen35_gated_delta_chunk_size"
@@ -136,6 +137,13 @@ class Qwen35(Family):
     options: ClassVar[Mapping[str, Any]] = {"qwen35_gated_delta_kernel": "auto", "qwen35_gated_delta_chunk_size": "auto"}
     model_types: ClassVar[tuple[str, ...]] = ("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
     end_of_turn: ClassVar[tuple[str, ...]] = ("<|im_end|>",)
+
+    def plan(self, config: Any) -> DecoderPlan:
+        """Beside the hybrid layers: (1 + w) RMSNorms, a query projection that also yields a
+        sigmoid gate on each head's output, and the multimodal rotary's three position axes
+        (a text token at the same position on each: the plain rotary over its partial
+        dimensions)."""
+        return replace(plan_of(text_config(config)), norm="fp32 1 + weight", attention_gate=True, rope_axes=3)
 
     def prepare(self, model: Any, options: Mapping[str, Any]) -> dict[str, float | int | str]:
         device = next(model.parameters()).device.type

@@ -37,7 +37,8 @@ import torch
 
 from retrain.inference_engine.pytorch.choice import Choice, choose
 from retrain.inference_engine.pytorch.forward.hf import HFForward
-from retrain.inference_engine.pytorch.forward.lean import LeanForward, Unsupported
+from retrain.inference_engine.pytorch.forward.lean import LeanForward
+from retrain.inference_engine.pytorch.forward.linear import Unsupported
 from retrain.types import Completion, SamplingParams
 
 DECODERS = ("auto", "retrain", "transformers")
