@@ -22,7 +22,6 @@ the vocabulary has one.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata as metadata
 import json
 import os
@@ -32,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from retrain.io.digest import file_sha256
 from retrain.models.gguf_tokenizer import is_sentencepiece, sentencepiece_tokenizer
 from retrain.models.unavailable import ModelUnavailable
 
@@ -120,7 +120,7 @@ def gguf_source(name: str, assemble: bool = True) -> GgufSource | None:
 
 def converted(source: GgufSource) -> Path:
     """The Hugging Face folder of `source`, converted on first use."""
-    digest = _sha256(source.file)
+    digest = file_sha256(source.file)
     folder = cache_root() / "gguf" / digest[:16]
     if (folder / "config.json").is_file():
         return folder
@@ -256,11 +256,3 @@ def _architecture(file: Path) -> str:
     except Exception:  # an unreadable header: the error itself says enough
         pass
     return "architecture unknown"
-
-
-def _sha256(file: Path) -> str:
-    h = hashlib.sha256()
-    with file.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()

@@ -15,7 +15,6 @@ import torch
 
 from retrain.backends.local import determinism, echo, state
 from retrain.backends.local.batch import Batch, collate, micro_batches, token_budget_micro_batches
-from retrain.backends.local.device import autocast_dtype
 from retrain.backends.local.logprobs import action_logprobs
 from retrain.backends.local.lora import apply_lora, freeze_lora_a
 from retrain.backends.local.loss import (
@@ -43,6 +42,7 @@ from retrain.backends.tokenizer import HFTokenizer
 from retrain.config.schema import TrainConfig
 from retrain.config.sft_loss import effective_sft_loss
 from retrain.errors import UserError
+from retrain.inference_engine.pytorch.device import autocast_dtype
 from retrain.inference_engine.pytorch.sample import SampleStats, engine_metrics, generate
 from retrain.models.family import family_of, prepare_family
 from retrain.models.load import ModelSpec, load_model, load_tokenizer

@@ -15,11 +15,11 @@ from typing import Any
 import torch
 
 from retrain.backends.local import determinism
-from retrain.backends.local.device import plan_device, rank_device
 from retrain.backends.local.loss import PolicyLossConfig
 from retrain.backends.local.options import LocalOptions
 from retrain.config.schema import TrainConfig
 from retrain.errors import UserError
+from retrain.inference_engine.pytorch.device import plan_device, rank_device
 from retrain.process.cpus import cpu_threads
 from retrain.process.world import World, current_world
 

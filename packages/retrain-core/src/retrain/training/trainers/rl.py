@@ -29,10 +29,10 @@ from retrain.io.layout import FINAL, checkpoint_name
 from retrain.process.spans import Spans, span
 from retrain.process.world import World, current_world
 from retrain.training import faults
-from retrain.training.console import PlainReporter, Reporter, eval_line
+from retrain.training.console import PlainReporter, Reporter, SilentReporter, eval_line
 from retrain.training.dapo.dynamic import DynamicSampling
 from retrain.training.flow import Flow, build_flow
-from retrain.training.follower import FollowerLog, SilentReporter
+from retrain.training.follower import FollowerLog
 from retrain.training.interrupt import RunInterrupted, StopRequest, resume_command
 from retrain.training.log import RunLog
 from retrain.training.meta import RunStatus
