@@ -29,7 +29,7 @@ ENTRY_POINT_GROUP = "retrain.backends"
 #: The capabilities that each answer one rule of config validation (retrain.validation)
 VALIDATION_FLAGS = ("multi_device", "remote_service", "full_token_distributions", "inference_servers",
                     "sampler_correction", "ppo_clipping", "optimizer_batch", "exclusive_precisions",
-                    "seeded_options", "strict_advantages", "local_devices")
+                    "seeded_options", "strict_advantages", "local_devices", "tensor_objectives")
 
 
 def _plain(value: Any) -> Any:
@@ -79,6 +79,9 @@ class BackendCapabilities:
     # trains on this machine's [backend] devices: a config naming a GPU this machine does not
     # show is warned about before the run starts (retrain.commands.machine)
     local_devices: bool = False
+    # computes any objective's loss on its own tensors (retrain.backends.objective), a plugin
+    # objective included; otherwise only the policy_losses it lists
+    tensor_objectives: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -151,7 +154,8 @@ _BUILTIN = {
                                          reference_kl=True, policy_losses=POLICY_LOSS_MODES,
                                          ratio_levels=RATIO_LEVELS, multi_device=True, inference_servers=True,
                                          sampler_correction=True, ppo_clipping=True, optimizer_batch=True,
-                                         seeded_options=("strict_deterministic",), local_devices=True),
+                                         seeded_options=("strict_deterministic",), local_devices=True,
+                                         tensor_objectives=True),
         dependency="torch",
         hint="pip install retrain-backends-local",
     ),
@@ -163,7 +167,7 @@ _BUILTIN = {
         # policy losses are the local backend's (it trains through LocalBackend.policy_gradients)
         capabilities=BackendCapabilities(True, True, True, False, "adapter_only", True,
                                          policy_losses=POLICY_LOSS_MODES, ratio_levels=RATIO_LEVELS,
-                                         ppo_clipping=True, local_devices=True,
+                                         ppo_clipping=True, local_devices=True, tensor_objectives=True,
                                          exclusive_precisions=("load_in_4bit", "load_in_8bit", "load_in_16bit")),
         dependency="unsloth",
         hint="pip install retrain-backends-unsloth (CUDA GPU required at run time)",

@@ -171,7 +171,7 @@ class LocalBackend:
             clip_eps_high=t.clip_eps_high, clip_ratio_c=t.clip_ratio_c, kl_cov_percent=t.kl_cov_percent,
             kl_cov_coef=t.kl_cov_coef, clip_cov_ratio=t.clip_cov_ratio, clip_cov_min=t.clip_cov_min,
             clip_cov_max=t.clip_cov_max, sapo_temperature_pos=t.sapo_temperature_pos,
-            sapo_temperature_neg=t.sapo_temperature_neg)
+            sapo_temperature_neg=t.sapo_temperature_neg, search_paths=tuple(config.plugins.search_paths))
         self.loss_aggregation = t.loss_aggregation
         self.max_tokens = t.max_tokens
         self.temperature = t.temperature if t.temperature > 0 else 1.0

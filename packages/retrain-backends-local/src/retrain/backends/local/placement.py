@@ -15,13 +15,13 @@ from typing import Any
 import torch
 
 from retrain.backends.local import determinism
-from retrain.backends.local.loss import PolicyLossConfig
 from retrain.backends.local.options import LocalOptions
 from retrain.config.schema import TrainConfig
 from retrain.errors import UserError
 from retrain.inference_engine.pytorch.device import plan_device, rank_device
 from retrain.process.cpus import cpu_threads
 from retrain.process.world import World, current_world
+from retrain.validation.runtime import several_processes
 
 
 @dataclass(frozen=True)
@@ -61,14 +61,11 @@ def place(config: TrainConfig, options: LocalOptions) -> Placement:
 
 
 def refuse_distributed(config: TrainConfig, options: LocalOptions, size: int) -> None:
-    """What a multi-process run does not build yet, refused before the model loads."""
-    t = config.training
-    if config.inference.engine != "pytorch":
-        raise UserError(f"[inference] engine = {config.inference.engine!r} with {size} training processes is "
-                        "not built yet; use engine = \"pytorch\" or one process (docs/scaling.md)")
-    if PolicyLossConfig(mode=t.policy_loss_mode).needs_selection:
-        raise UserError(f"[training] policy_loss_mode = {t.policy_loss_mode!r} with {size} processes is not built "
-                        "yet (its token selection spans the whole batch); use one process")
+    """What a multi-process run does not build yet, refused before the model loads: the
+    settings config validation refuses for several devices (in its words), and the local
+    options that have no multi-process path."""
+    for issue in several_processes(config, size, torchrun=True):
+        raise UserError(f"{issue.key}: {issue.message}", hint=issue.hint)
     if options.train_sft_microbatch_token_budget > 0:
         raise UserError("train_sft_microbatch_token_budget with several processes is not built yet in this "
                         "version", hint="use train_microbatch_size")

@@ -49,6 +49,7 @@ from retrain.training.sft.data import SftData, load_sft_data, sft_cap
 from retrain.training.step import advantages, train_on
 from retrain.training.telemetry import WarmupRow, backend_counters
 from retrain.training.warmup import WarmupData, warmup_batch_size, warmup_lr
+from retrain.validation.runtime import several_processes
 from retrain.validation.trace import trace
 
 
@@ -93,10 +94,8 @@ class Trainer:
     def _flow(self) -> Flow:
         c = self.config
         require_runnable(c)
-        if self.world.distributed and c.training.max_async_level > 0:
-            raise FlowError(f"[training] max_async_level = {c.training.max_async_level} with {self.world.size} "
-                            "processes is not built yet (sampling would overlap the training collectives); "
-                            "use max_async_level = 0")
+        for refused in several_processes(c, self.world.size, torchrun=True) if self.world.distributed else ():
+            raise FlowError(f"{refused.key}: {refused.message}", hint=refused.hint)
         report = trace(c)
         if not report.ok:
             raise FlowError("training flow validation failed: " + "; ".join(
