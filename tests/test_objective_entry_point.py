@@ -105,6 +105,22 @@ def test_the_local_backend_computes_the_plugin_objective(plugin: None) -> None:
         PolicyLossConfig(mode="positive_only", level="sequence")
 
 
+def test_a_torchrun_run_refuses_it_on_several_processes_in_validations_words(plugin: None) -> None:
+    """A run torchrun started itself (one entry in `devices`) passes validation; the local
+    backend's placement then refuses the settings several devices would have been refused for."""
+    from retrain.backends.local.options import LocalOptions
+    from retrain.backends.local.placement import refuse_distributed
+    from retrain.errors import UserError
+
+    config = load_config(None, ["--model", "tiny", "--top-p", "1.0", "--policy-loss-mode", "positive_only",
+                                "--clip-eps", "0.2"], import_plugins=False).config
+    with pytest.raises(UserError, match=r"\[training\] policy_loss_mode: policy_loss_mode = 'positive_only' with 2 "
+                                        r"processes is not built yet.*token selection spans the whole batch"):
+        refuse_distributed(config, LocalOptions(), 2)
+    standard = load_config(None, ["--model", "tiny"], import_plugins=False).config
+    refuse_distributed(standard, LocalOptions(), 2)  # nothing refused
+
+
 @pytest.mark.slow  # a whole RL run of the tiny model; the two tests above cover validation and the loss
 def test_a_run_trains_with_the_plugin_objective(tmp_path: Path, plugin: None) -> None:
     cfg = write_tiny_run(tmp_path, training={"policy_loss_mode": "positive_only", "clip_eps": 0.2, "top_p": 1.0})

@@ -80,10 +80,13 @@ class Objective:
     reads: tuple[str, ...] = ()
     #: extra config rules: (settings) -> [(key under [training], message, hint)]
     check: Callable[[Any], list[tuple[str, str, str]]] | None = None
+    #: takes token-level ratios only, though it selects nothing (a selecting one always does)
+    token_ratios_only: bool = False
 
     @property
     def token_only(self) -> bool:
-        return self.select is not None
+        """Refuses `importance_sampling_level = "sequence"`."""
+        return self.token_ratios_only or self.select is not None
 
     def clip_band(self, clip_eps: float, clip_eps_high: float) -> tuple[float, float] | None:
         return self.band(clip_eps, clip_eps_high) if self.band is not None else None

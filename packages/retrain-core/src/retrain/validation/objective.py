@@ -54,8 +54,9 @@ def check_objective(c: TrainConfig) -> list[ConfigIssue]:
         issues.append(ConfigIssue(message, key=f"[training] {key}", hint=hint))
     if t.importance_sampling_level == "sequence" and objective.token_only:
         sequence = [name for name in POLICY_LOSS_MODES if not objective_of(name).token_only]
+        why = " (it picks tokens by their own ratio)" if objective.select is not None else ""
         issues.append(ConfigIssue(
-            f"'sequence' with policy_loss_mode = {t.policy_loss_mode!r} is {NOT_BUILT_TEXT} (it picks tokens by "
-            f"their own ratio); sequence ratios work with {', '.join(sequence[:-1])} and {sequence[-1]}",
+            f"'sequence' with policy_loss_mode = {t.policy_loss_mode!r} is {NOT_BUILT_TEXT}{why}; sequence "
+            f"ratios work with {', '.join(sequence[:-1])} and {sequence[-1]}",
             key="[training] importance_sampling_level", hint='importance_sampling_level = "token"'))
     return issues
