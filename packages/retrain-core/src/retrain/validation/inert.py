@@ -100,18 +100,17 @@ def _reads(keys: tuple[str, ...]) -> Callable[[Objective], bool]:
 def _objective_inerts() -> tuple[Inert, ...]:
     """The keys each built-in objective's record says it reads, unread under an objective that
     does not; clip_eps / clip_eps_high under one without a band; clip_ratio_c without a dual clip."""
-    clips, dual = _clips, _dual
     own = tuple(
         Inert(tuple(f"training.{key}" for key in objective.reads), _objective_has(_reads(objective.reads)),
               _loss_off, f'[training] policy_loss_mode = "{objective.name}"')
         for objective in map(objective_of, POLICY_LOSS_MODES) if objective.reads)
     return (*own,
-            Inert(("training.clip_eps", "training.clip_eps_high"), _objective_has(clips),
+            Inert(("training.clip_eps", "training.clip_eps_high"), _objective_has(_clips),
                   lambda c: f"policy_loss_mode = {c.training.policy_loss_mode!r} does not clip the ratio",
-                  _builtins_with(clips)),
-            Inert(("training.clip_ratio_c",), _objective_has(dual),
+                  _builtins_with(_clips)),
+            Inert(("training.clip_ratio_c",), _objective_has(_dual),
                   lambda c: f"policy_loss_mode = {c.training.policy_loss_mode!r} has no dual clip",
-                  _builtins_with(dual)))
+                  _builtins_with(_dual)))
 
 
 _SERVER_ENGINES = '[inference] engine = "vllm", "sglang" or "openai"'
