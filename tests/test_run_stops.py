@@ -28,6 +28,16 @@ def score(response, reference):
     return min(1.0, sum(ch.isdigit() for ch in response) / 4)
 '''
 
+MOSTLY_FAILING = '''
+calls = [0]
+
+def score(response, reference):
+    calls[0] += 1
+    if calls[0] % 4:  # three completions of every four
+        raise KeyError("answer")
+    return 1.0
+'''
+
 INTERRUPTING = '''
 import os, signal
 
@@ -80,6 +90,17 @@ def test_a_reward_that_always_fails_stops_at_its_budget_loudly_and_saved(in_root
     assert "division by zero" in meta["error_message"]
     state = json.loads((logs / "trainer_state.json").read_text())
     assert state["step"] == 2 and (in_root / "run" / "adapters" / "checkpoint_step_3").is_dir()
+
+
+def test_the_default_budget_stops_a_reward_that_fails_on_most_completions(in_root: Path) -> None:
+    """[reward] max_error_share defaults to a half: a reward that fails on 3 of 4 completions
+    stops the run after 3 steps, where the old default (every completion) let it train on."""
+    config = config_for(in_root, "failing_mostly", MOSTLY_FAILING, max_steps=6)
+    assert config.reward.max_error_share == 0.5
+    with pytest.raises(RewardErrorBudget) as stopped:
+        train(config, Messages())
+    assert "failed on 6 of 8 completions for 3 steps in a row ([reward] max_error_share = 0.5" in str(stopped.value)
+    assert len(read_jsonl(in_root / "run" / "logs" / "metrics.jsonl")) == 3
 
 
 def test_evaluation_shows_a_failing_reward_before_the_first_step(in_root: Path,

@@ -42,6 +42,8 @@ def test_the_service_losses_of_each_mode() -> None:
     assert loss_fn == "ppo" and config == pytest.approx({"clip_low_threshold": 0.8, "clip_high_threshold": 1.28})
     loss_fn, config = service_loss("cispo", 0.0, 4.0)
     assert loss_fn == "cispo" and config == {"clip_low_threshold": 0.0, "clip_high_threshold": 5.0}
+    # cispo alone: retrain's default cap of 5 is sent, not left to the service's own default
+    assert service_loss("cispo", 0.0, 0.0) == ("cispo", {"clip_low_threshold": 0.0, "clip_high_threshold": 5.0})
     for mode in ("sapo", "kl_cov", "clip_cov"):
         with pytest.raises(ValueError, match="no Tinker loss"):
             service_loss(mode, 0.2, 0.0)

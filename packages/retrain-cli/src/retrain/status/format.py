@@ -143,6 +143,7 @@ def run_line(r: RunSummary) -> str:
         ("resume", r.resume_mode, str),
         ("resume_warning", r.resume_warning, str),
         ("failure", r.failure, str),
+        ("warning", r.warning, str),
     )
     parts += [f"{key}={show(value)}" for key, value, show in optional if value not in (None, "")]
     return "  " + "  ".join(parts)

@@ -34,6 +34,8 @@ class RunSummary(msgspec.Struct, kw_only=True):
     alive: bool | None = None
     trainer: str | None = None
     failure: str | None = None
+    #: the run trained nothing, or almost nothing, and why (retrain.training.idle)
+    warning: str | None = None
     resume_mode: str | None = None
     resume_warning: str | None = None
     latest_step_time_s: float | None = None

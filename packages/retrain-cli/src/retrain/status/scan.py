@@ -43,6 +43,7 @@ from retrain.status.report import (
     RunSummary,
     StatusReport,
 )
+from retrain.training.idle import IdleSteps
 
 STALE_AFTER_S = 300.0
 #: The default view hides ended campaigns idle for longer than this.
@@ -145,6 +146,16 @@ def _failure(meta: dict[str, Any], returncode: int | None) -> str | None:
     return _shorten(why) or (f"exit_code:{returncode}" if returncode not in (None, 0) else None)
 
 
+def _idle_warning(state_file: dict[str, Any]) -> str | None:
+    """The trainer state's verdict on RL steps that trained nothing (None: most trained, or a
+    state that does not count them)."""
+    try:
+        idle = msgspec.convert(state_file.get("idle") or {}, IdleSteps)
+    except msgspec.ValidationError:
+        return None
+    return idle.verdict()
+
+
 def _last_row_fields(last: dict[str, Any]) -> dict[str, Any]:
     """The RunSummary fields read from the newest metrics row."""
     return {
@@ -216,6 +227,7 @@ def scan_run(
         alive=alive,
         trainer=_str(meta.get("trainer")),
         failure=_failure(meta, returncode) if failed else None,
+        warning=_idle_warning(state_file),
         resume_mode=_str(state_file.get("resume_mode")),
         resume_warning=_str(state_file.get("resume_warning")),
         last_update=tail.mtime,

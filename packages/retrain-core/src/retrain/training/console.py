@@ -70,8 +70,13 @@ def eval_line(row: Mapping[str, Any]) -> str:
 
 
 def summary_lines(summary: Mapping[str, Any]) -> list[str]:
-    lines = [f"Training complete: {summary.get('condition', '')}, {summary.get('steps', 0)} "
+    # an RL run that made no update is complete, not trained (retrain.training.idle)
+    head = "Run complete, nothing trained" if summary.get("updates") == 0 else "Training complete"
+    lines = [f"{head}: {summary.get('condition', '')}, {summary.get('steps', 0)} "
              f"{summary.get('unit', 'RL steps')} in {summary.get('elapsed_s', 0.0):.1f}s"]
+    if summary.get("untrained"):
+        lines.append(f"  warning: {summary['untrained']}")
+        lines.append(f"  what gives a group rewards that differ: {summary.get('untrained_remedy', '')}")
     if summary.get("window") and "first_loss" in summary:
         lines.append(f"  mean loss, first {summary['window']} steps: {summary['first_loss']:.4f}")
         lines.append(f"  mean loss, last {summary['window']} steps:  {summary['last_loss']:.4f}")

@@ -6,7 +6,8 @@ ends a step with, in one place so that their rows and state cannot drift apart:
 3. build the metrics row (retrain.training.telemetry.step_row, then the trainer's own keys,
    then the step's timing spans, none overwriting a key before it) and write it with the
    step's rollouts;
-4. mark the step done in the state (where the data cursor and the sizes stand) and report it;
+4. mark the step done in the state (where the data cursor and the sizes stand, and whether the
+   step updated the policy: retrain.training.idle) and report it;
 5. count the step's reward faults against the error budget.
 
 What follows a recorded step (evaluation, the fault points, the checkpoint, the budget's stop,
@@ -76,6 +77,8 @@ def record_step(config: TrainConfig, run: Run, trained: TrainedStep, reporter: S
     run.log.record_step(row, rollouts, s, correct=adv.correct, total=adv.total)
     run.sizes = sizes
     run.state.rl_step_done(s, trained.example_index, sizes, row["mean_reward"])
+    run.state.idle.add(updated=out is not None, tied=not any(d.train for d in adv.dispositions),
+                       correct=adv.correct, total=adv.total)
     reporter.step(s, config.training.max_steps, row)
     failed = int(row.get("reward_errors", 0.0) + row.get("reward_timeouts", 0.0))
     assert run.faults is not None

@@ -18,6 +18,7 @@ import msgspec
 from retrain.errors import UserError
 from retrain.io.atomic import write_json_atomic
 from retrain.io.layout import TRAINER_STATE
+from retrain.training.idle import IdleSteps
 
 if TYPE_CHECKING:
     from retrain.rollout.group import FillReport
@@ -150,6 +151,7 @@ class TrainerState(msgspec.Struct, kw_only=True):
     environment: dict[str, Any] = msgspec.field(default_factory=dict)  # the environment's own (TL-GRPO baseline)
     rewards: RewardWindow = msgspec.field(default_factory=RewardWindow)
     dynamic_sampling: DynamicSamplingTotals = msgspec.field(default_factory=DynamicSamplingTotals)
+    idle: IdleSteps = msgspec.field(default_factory=IdleSteps)  # RL steps that trained nothing, and why
     wall_time_s: float = 0.0
     sft_schedule: SftSchedule | None = None
     sft_losses: RewardWindow = msgspec.field(default_factory=RewardWindow)  # trainer = sft: first/last losses

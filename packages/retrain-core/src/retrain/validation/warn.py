@@ -28,4 +28,10 @@ def collect_warnings(c: TrainConfig) -> list[ConfigIssue]:
                                key="[eval] temperature"))
     if t.clip_eps > 0 and not backend_capabilities(c).ppo_clipping:
         out.append(ConfigIssue(f"backend {b.backend!r} may ignore PPO clipping", key="[training] clip_eps"))
+    # TRL warns alike: every aggregation but a mean per completion sums a completion's tokens
+    if t.importance_sampling_level == "sequence" and t.loss_aggregation != "seq_mean_token_mean":
+        out.append(ConfigIssue(
+            f"'sequence' ratios under loss_aggregation = {t.loss_aggregation!r} weight each completion by its "
+            "length (its one ratio's loss is summed over its tokens), not GSPO's mean per completion",
+            key="[training] importance_sampling_level", hint='loss_aggregation = "seq_mean_token_mean"'))
     return out

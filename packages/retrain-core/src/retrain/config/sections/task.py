@@ -57,8 +57,10 @@ class RewardConfig(Section):
     ] = 10.0
     max_error_share: Annotated[
         float, F("Stop the run when at least this share of a step's completions fail to score (the reward raises, "
-                 "overruns or returns no number) for max_error_steps steps in a row.", gt=0, le=1)
-    ] = 1.0
+                 "overruns or returns no number) for max_error_steps steps in a row. The default, half, stops a "
+                 "reward that fails on most answers, not only on all; 1.0 stops only when every one fails.",
+                 gt=0, le=1)
+    ] = 0.5
     max_error_steps: Annotated[
         int, F("Steps in a row at max_error_share that stop the run (a checkpoint is saved, exit status 3); "
                "0 = never stop.", ge=0)

@@ -46,15 +46,19 @@ class TrainingConfig(Section):
     weight_decay: Annotated[float, F("AdamW weight decay.")] = 0.0
     clip_eps: Annotated[float, F("Ratio clip epsilon, the band's lower side 1 - clip_eps; 0 = off (cispo: no lower "
                                  "bound).", ge=0)] = 0.0
-    clip_eps_high: Annotated[float, F("Asymmetric upper clip 1 + clip_eps_high; needs clip_eps > 0 (but under cispo). "
-                                      "0 = same as clip_eps.", ge=0)] = 0.0
+    clip_eps_high: Annotated[float, F("Upper side of the ratio's clip band, 1 + clip_eps_high; 0 = same as clip_eps. "
+                                      "Needs clip_eps > 0, except under cispo, whose weight it caps at 1 + "
+                                      "clip_eps_high (both 0: a cap of 5). Not TRL's epsilon_high under cispo, "
+                                      "which is the cap itself: TRL's epsilon_high = 5.0 is clip_eps_high = 4.0 "
+                                      "here.", ge=0)] = 0.0
     clip_ratio_c: Annotated[float, F("Dual-clip lower bound for negative advantages; 0 = off.", ge=0)] = 0.0
     policy_loss_mode: Annotated[
         str,
         F("Policy loss: standard (PPO-clipped with clip_eps > 0), kl_cov, clip_cov, cispo (a clipped, "
-          "stop-gradient ratio weighting -A log p; bounds clip_eps / clip_eps_high), sapo (a soft sigmoid "
-          "gate instead of a clip), an objective a package registers (entry-point group retrain.objectives), "
-          "or a dotted path. Each backend lists those it computes (`retrain backends`)."),
+          "stop-gradient ratio weighting -A log p; band [1 - clip_eps, 1 + clip_eps_high], by default no "
+          "lower bound and a cap of 5), sapo (a soft sigmoid gate instead of a clip), an objective a package "
+          "registers (entry-point group retrain.objectives), or a dotted path. Each backend lists those it "
+          "computes (`retrain backends`)."),
     ] = "standard"
     importance_sampling_level: Annotated[
         RatioLevel,

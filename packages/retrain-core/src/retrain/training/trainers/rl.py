@@ -164,6 +164,9 @@ class Trainer:
             summary["mean_reward"] = window.mean()
         if c.training.dynamic_sampling:
             summary["dynamic_sampling"] = state.dynamic_sampling.summary()
+        summary["updates"] = state.idle.trained
+        if verdict := state.idle.verdict():
+            summary.update({"untrained": verdict, "untrained_remedy": state.idle.remedy()})
         status.succeeded(final, last_row=run.log.last_row)
         self.reporter.finish(summary)
         return RunResult(c.logging.log_dir, final, state.step + 1, summary)
