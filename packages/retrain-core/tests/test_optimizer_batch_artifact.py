@@ -9,12 +9,12 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from retrain.io.digest import file_sha256
 from retrain.training.optimizer_batch.artifact import (
     ArtifactError,
     Capture,
     config_difference,
     open_artifact,
-    sha256_file,
     weights_digest,
 )
 from retrain.types import Datum
@@ -52,7 +52,7 @@ def test_capture_writes_a_complete_artifact(tmp_path: Path, captured: dict[str, 
     assert sorted(manifest["files"]) == ["batch.json", "initial/optimizer.pt", "updated/adapter_config.json",
                                          "updated/adapter_model.safetensors"]
     assert manifest["loss"] == 0.125 and manifest["datums"] == 1 and manifest["config"]["model"] == "tiny"
-    assert captured["manifest_sha256"] == sha256_file(Path(captured["manifest"]))
+    assert captured["manifest_sha256"] == file_sha256(Path(captured["manifest"]))
     assert manifest["updated_sha256"] == weights_digest(tmp_path / "optimizer_batch_step_000000" / "updated")
     assert not list(tmp_path.glob(".optimizer_batch_step_000000.tmp-*"))
     art = open_artifact(captured["manifest"], manifest_sha256=captured["manifest_sha256"],

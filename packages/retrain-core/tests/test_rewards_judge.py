@@ -25,7 +25,7 @@ PROMPTS = ["What is 6 x 7?", "What is 6 x 7?", "What is 3 + 4?"]
 
 def judge(url: str, cache_dir: Path | None = None, **reward: Any) -> RewardScorer:
     c = TrainConfig()
-    values = {"type": "judge", "judge_base_url": url, "judge_model": "grader", "timeout_s": 2.0,
+    values = {"type": "judge", "judge_base_url": url, "judge_model": "grader", "timeout_s": 30.0,
               "judge_retries": 0, **reward}
     c = msgspec.structs.replace(c, reward=msgspec.structs.replace(c.reward, **values))
     scorer = build_reward(c, cache_dir=str(cache_dir) if cache_dir is not None else None)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from retrain.io.digest import file_sha256
 from retrain.models.gguf_tokenizer import is_sentencepiece, sentencepiece_tokenizer
 from retrain.models.unavailable import ModelUnavailable
 
@@ -140,7 +141,7 @@ def converter_version() -> str:
 
 def converted(source: GgufSource) -> Path:
     """The Hugging Face folder of `source`, converted on first use by this converter."""
-    digest, converter = _sha256(source.file), converter_version()
+    digest, converter = file_sha256(source.file), converter_version()
     folder = cache_root() / "gguf" / hashlib.sha256(f"{digest}\n{converter}".encode()).hexdigest()[:16]
     if (folder / "config.json").is_file():
         return folder
@@ -277,11 +278,3 @@ def _architecture(file: Path) -> str:
     except Exception:  # an unreadable header: the error itself says enough
         pass
     return "architecture unknown"
-
-
-def _sha256(file: Path) -> str:
-    h = hashlib.sha256()
-    with file.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()

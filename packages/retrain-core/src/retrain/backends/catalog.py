@@ -35,7 +35,7 @@ ENTRY_POINT_GROUP = "retrain.backends"
 VALIDATION_FLAGS = ("multi_device", "remote_service", "full_token_distributions", "inference_servers",
                     "sampler_correction", "ppo_clipping", "optimizer_batch", "exclusive_precisions",
                     "seeded_options", "strict_advantages", "local_devices", "sampler_truncation",
-                    "max_async_level", "in_process_async")
+                    "max_async_level", "in_process_async", "tensor_objectives")
 
 
 def _plain(value: Any) -> Any:
@@ -95,6 +95,9 @@ class BackendCapabilities:
     # samples ahead with its in-process engine (engine = "pytorch"), from a copy of the
     # published versions, while the trained weights change
     in_process_async: bool = False
+    # computes any objective's loss on its own tensors (retrain.backends.objective), a plugin
+    # objective included; otherwise only the policy_losses it lists
+    tensor_objectives: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -169,7 +172,7 @@ _BUILTIN = {
                                          sampler_correction=True, ppo_clipping=True, optimizer_batch=True,
                                          seeded_options=("strict_deterministic",), local_devices=True,
                                          sampler_truncation=True, max_async_level=MAX_ASYNC_LEVEL,
-                                         in_process_async=True),
+                                         in_process_async=True, tensor_objectives=True),
         dependency="torch",
         hint="pip install retrain-backends-local",
     ),
@@ -181,7 +184,7 @@ _BUILTIN = {
         # policy losses are the local backend's (it trains through LocalBackend.policy_gradients)
         capabilities=BackendCapabilities(True, True, True, False, "adapter_only", True,
                                          policy_losses=POLICY_LOSS_MODES, ratio_levels=RATIO_LEVELS,
-                                         ppo_clipping=True, local_devices=True,
+                                         ppo_clipping=True, local_devices=True, tensor_objectives=True,
                                          exclusive_precisions=("load_in_4bit", "load_in_8bit", "load_in_16bit")),
         dependency="unsloth",
         hint="pip install retrain-backends-unsloth (CUDA GPU required at run time)",

@@ -43,7 +43,6 @@ from retrain.config.sections.training import (
     BackpressureConfig,
     LossAggregation,
     OptimizerBatchConfig,
-    PolicyLossMode,
     RatioLevel,
     TrainerName,
     TrainingConfig,
@@ -54,7 +53,7 @@ __all__ = [
     "AlgorithmConfig", "BackendConfig", "BackpressureConfig", "CampaignConfig", "DataConfig", "EchoConfig",
     "EnvironmentConfig", "EvalConfig", "F", "GtpoConfig", "HicraConfig", "InferenceConfig", "JsonTable",
     "LoggingConfig", "LoraConfig", "LossAggregation", "ModelConfig", "OptimizerBatchConfig", "OptimizerConfig",
-    "PlanningConfig", "PluginsConfig", "PolicyLossMode", "RatioLevel", "ResumeConfig", "RewardConfig",
+    "PlanningConfig", "PluginsConfig", "RatioLevel", "ResumeConfig", "RewardConfig",
     "Section", "SepaConfig", "SqueezeConfig", "TrainConfig", "TrainerName", "TrainingConfig",
 ]
 

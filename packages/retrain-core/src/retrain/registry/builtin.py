@@ -7,6 +7,8 @@ from an installed package's entry point in the kind's group, or be a dotted path
 
 from __future__ import annotations
 
+from retrain.config.sections.training import POLICY_LOSS_MODES
+
 #: kind -> entry-point group (DESIGN.md)
 ENTRY_POINT_GROUPS: dict[str, str] = {
     "backend": "retrain.backends",
@@ -18,6 +20,7 @@ ENTRY_POINT_GROUPS: dict[str, str] = {
     "planning_detector": "retrain.planning",
     "trainer": "retrain.trainers",
     "tracker": "retrain.trackers",
+    "objective": "retrain.objectives",
 }
 
 ADVANTAGE_MODES = ("grpo", "maxrl", "reinforce_pp")
@@ -116,7 +119,7 @@ ALGORITHM_TRANSFORMS: dict[str, str] = {
 #: Every pluggable kind, as `retrain plugins` lists them.
 KINDS = ("advantage_mode", "transform_mode", "algorithm_mode", "uncertainty_kind", "reward",
          "planning_detector", "data_source", "backend", "inference_engine", "backpressure",
-         "environment", "trainer", "tracker")
+         "environment", "trainer", "tracker", "objective")
 
 #: Built-in names per kind.
 NAMES: dict[str, tuple[str, ...]] = {
@@ -132,6 +135,7 @@ NAMES: dict[str, tuple[str, ...]] = {
     "environment": ENVIRONMENT_PROVIDERS,
     "trainer": TRAINERS,
     "tracker": TRACKERS,
+    "objective": POLICY_LOSS_MODES,
 }
 
 _ADV = "retrain.advantages"
@@ -171,6 +175,7 @@ TARGETS: dict[str, dict[str, str]] = {
         "mlflow": "retrain.training.trackers.mlflow:MlflowSink",
         "trackio": "retrain.training.trackers.trackio:TrackioSink",
     },
+    "objective": {n: f"retrain.backends.objectives.{n}:OBJECTIVE" for n in POLICY_LOSS_MODES},
     "backpressure": {
         "noop": "retrain.training.backpressure:NoopBackpressure",
         "usl": "retrain.training.backpressure:UslBackpressure",

@@ -140,6 +140,9 @@ class PlainReporter:
 
 
 class SilentReporter:
+    """Reports nothing: the console of a rank other than 0 (rank 0 reports for the run) and of
+    runs driven by another program (a campaign's runs)."""
+
     def start(self, info: Mapping[str, Any]) -> None: ...
 
     def warmup(self, step: int, total: int, row: Mapping[str, Any]) -> None: ...

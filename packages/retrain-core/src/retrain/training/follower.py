@@ -75,22 +75,3 @@ class FollowerLog(RunLog):
 
     def close(self, exit_code: int = 0) -> None:
         pass
-
-
-class SilentReporter:
-    """The console of a rank other than 0: rank 0 reports for the run."""
-
-    def start(self, info: Mapping[str, Any]) -> None:
-        pass
-
-    def warmup(self, step: int, total: int, row: Mapping[str, Any]) -> None:
-        pass
-
-    def step(self, step: int, total: int, row: Mapping[str, Any]) -> None:
-        pass
-
-    def message(self, text: str) -> None:
-        pass
-
-    def finish(self, summary: Mapping[str, Any]) -> None:
-        pass

@@ -16,6 +16,7 @@ from retrain.config.errors import ConfigIssue
 from retrain.config.schema import TrainConfig
 from retrain.plugins.resolve import is_dotted
 from retrain.validation.mode import available_hint
+from retrain.validation.objective import objective_in
 
 _TRUE = ("true", "1", "yes", "on")
 
@@ -150,7 +151,8 @@ def _computed(backend: str, caps: BackendCapabilities, c: TrainConfig) -> list[C
             f"{aggregation!r} is not built yet for backend {backend!r} (it computes "
             f"{', '.join(caps.loss_aggregations)})",
             key="[training] loss_aggregation", hint='loss_aggregation = "token_mean" or backend = "local"'))
-    if (mode := t.policy_loss_mode) not in caps.policy_losses:
+    mode = t.policy_loss_mode
+    if mode not in caps.policy_losses and not caps.tensor_objectives and objective_in(c) is not None:
         issues.append(ConfigIssue(
             f"{mode!r} is not built yet for backend {backend!r} (it computes {', '.join(caps.policy_losses)})",
             key="[training] policy_loss_mode", hint='policy_loss_mode = "standard", or backend = "local"'))

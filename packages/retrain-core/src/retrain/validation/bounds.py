@@ -11,6 +11,7 @@ from retrain.config.fields import all_fields, by_flat, get_value, parse_devices
 from retrain.config.schema import MAX_ASYNC_LEVEL, TrainConfig
 from retrain.validation.backend import backend_capabilities
 from retrain.validation.built import NOT_BUILT_TEXT
+from retrain.validation.objective import check_objective
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 OPTIMIZER_BATCH_ALLOWED_DIFFERENCES = ("backend.options.gradient_checkpointing",)
@@ -52,14 +53,7 @@ def _fields(c: TrainConfig) -> list[ConfigIssue]:
 
 def _clipping(c: TrainConfig) -> list[ConfigIssue]:
     t = c.training
-    issues: list[ConfigIssue] = []
-    # cispo reads clip_eps = 0 as "no lower bound" (retrain.backends.objective)
-    if t.clip_eps_high > 0 and t.clip_eps <= 0 and t.policy_loss_mode != "cispo":
-        issues.append(_issue("clip_eps_high", "needs clip_eps > 0", "clip_eps = 0.2"))
-    if t.importance_sampling_level == "sequence" and t.policy_loss_mode in ("kl_cov", "clip_cov"):
-        issues.append(_issue("importance_sampling_level", f"'sequence' with policy_loss_mode = "
-                             f"{t.policy_loss_mode!r} is {NOT_BUILT_TEXT} (it picks tokens by their own ratio); "
-                             "sequence ratios work with standard, cispo and sapo", 'importance_sampling_level = "token"'))
+    issues = check_objective(c)
     if t.clip_cov_min >= t.clip_cov_max:
         issues.append(_issue("clip_cov_min", f"{t.clip_cov_min} must be < clip_cov_max ({t.clip_cov_max})"))
     return issues

@@ -19,12 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
+from retrain.backends.objective import Objective, objective_of
 from retrain.config.errors import ConfigIssue
 from retrain.config.fields import FieldSpec, all_fields, get_value, parse_devices
-from retrain.config.schema import TrainConfig
+from retrain.config.schema import POLICY_LOSS_MODES, TrainConfig
 from retrain.evaluation.settings import EvalSchedule
 from retrain.registry import builtin
 from retrain.validation.backend import backend_entry
+from retrain.validation.objective import objective_in
 
 
 @dataclass(frozen=True)
@@ -66,14 +68,49 @@ def _said(text: str) -> Callable[[TrainConfig], str]:
     return lambda c: text
 
 
-#: policy_loss_mode values that clip the ratio with clip_eps / clip_eps_high (retrain.backends.objective)
-CLIPPING_LOSSES = ("standard", "clip_cov", "cispo")
-#: policy_loss_mode values whose loss clip_ratio_c caps for negative advantages (a ratio times -A)
-DUAL_CLIP_LOSSES = ("standard", "kl_cov", "clip_cov")
-
-
 def _loss_off(c: TrainConfig) -> str:
     return f"policy_loss_mode = {c.training.policy_loss_mode!r}"
+
+
+def _objective_has(fact: Callable[[Objective], bool]) -> Callable[[TrainConfig], bool]:
+    """Live when the config's objective has `fact` (or does not resolve: check_objective says so)."""
+    def live(c: TrainConfig) -> bool:
+        objective = objective_in(c)
+        return objective is None or fact(objective)
+    return live
+
+
+def _builtins_with(fact: Callable[[Objective], bool]) -> str:
+    names = [f'"{name}"' for name in POLICY_LOSS_MODES if fact(objective_of(name))]
+    return "[training] policy_loss_mode = " + (f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else names[0])
+
+
+def _clips(o: Objective) -> bool:
+    return o.band is not None
+
+
+def _dual(o: Objective) -> bool:
+    return o.dual_clip
+
+
+def _reads(keys: tuple[str, ...]) -> Callable[[Objective], bool]:
+    return lambda o: set(keys) <= set(o.reads)
+
+
+def _objective_inerts() -> tuple[Inert, ...]:
+    """The keys each built-in objective's record says it reads, unread under an objective that
+    does not; clip_eps / clip_eps_high under one without a band; clip_ratio_c without a dual clip."""
+    own = tuple(
+        Inert(tuple(f"training.{key}" for key in objective.reads), _objective_has(_reads(objective.reads)),
+              _loss_off, f'[training] policy_loss_mode = "{objective.name}"')
+        for objective in map(objective_of, POLICY_LOSS_MODES) if objective.reads)
+    return (*own,
+            Inert(("training.clip_eps", "training.clip_eps_high"), _objective_has(_clips),
+                  lambda c: f"policy_loss_mode = {c.training.policy_loss_mode!r} does not clip the ratio",
+                  _builtins_with(_clips)),
+            Inert(("training.clip_ratio_c",), _objective_has(_dual),
+                  lambda c: f"policy_loss_mode = {c.training.policy_loss_mode!r} has no dual clip",
+                  _builtins_with(_dual)))
 
 
 _SERVER_ENGINES = '[inference] engine = "vllm", "sglang" or "openai"'
@@ -121,19 +158,7 @@ INERT: tuple[Inert, ...] = (
           _said("the overlong penalty is off (overlong_buffer = 0)"), "[training] overlong_buffer > 0"),
     Inert(("training.kl_estimator",), lambda c: c.training.kl_coef > 0, _said("the KL penalty is off (kl_coef = 0)"),
           "[training] kl_coef > 0"),
-    Inert(("training.kl_cov_percent", "training.kl_cov_coef"), lambda c: c.training.policy_loss_mode == "kl_cov",
-          lambda c: f"policy_loss_mode = {c.training.policy_loss_mode!r}", '[training] policy_loss_mode = "kl_cov"'),
-    Inert(("training.clip_cov_ratio", "training.clip_cov_min", "training.clip_cov_max"),
-          lambda c: c.training.policy_loss_mode == "clip_cov",
-          lambda c: f"policy_loss_mode = {c.training.policy_loss_mode!r}", '[training] policy_loss_mode = "clip_cov"'),
-    Inert(("training.sapo_temperature_pos", "training.sapo_temperature_neg"),
-          lambda c: c.training.policy_loss_mode == "sapo", _loss_off, '[training] policy_loss_mode = "sapo"'),
-    Inert(("training.clip_eps", "training.clip_eps_high"), lambda c: c.training.policy_loss_mode in CLIPPING_LOSSES,
-          lambda c: f"policy_loss_mode = {c.training.policy_loss_mode!r} does not clip the ratio",
-          '[training] policy_loss_mode = "standard", "clip_cov" or "cispo"'),
-    Inert(("training.clip_ratio_c",), lambda c: c.training.policy_loss_mode in DUAL_CLIP_LOSSES,
-          lambda c: f"policy_loss_mode = {c.training.policy_loss_mode!r} has no dual clip",
-          '[training] policy_loss_mode = "standard", "kl_cov" or "clip_cov"'),
+    *_objective_inerts(),
     Inert(("echo.weight", "echo.loss_fn", "echo.target_retention", "echo.max_tokens_per_step", "echo.max_token_ratio",
            "echo.entropy_floor", "echo.min_prompt_overlap"), lambda c: c.echo.enabled, _said("ECHO is off"),
           "[echo] enabled = true"),

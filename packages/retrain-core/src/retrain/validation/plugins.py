@@ -22,6 +22,7 @@ def dotted_selectors(c: TrainConfig) -> list[tuple[str, str]]:
         ("[planning] detector", c.planning.detector),
         ("[data] source", c.data.source),
         ("[training] trainer", c.training.trainer),
+        ("[training] policy_loss_mode", c.training.policy_loss_mode),
         *(("[logging] trackers", name) for name in c.logging.trackers),
     ]
     if a.algorithm_mode:

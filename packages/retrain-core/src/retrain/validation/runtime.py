@@ -16,6 +16,7 @@ from retrain.validation.backend import backend_entry, capabilities_of, check_bac
 from retrain.validation.built import NOT_BUILT_TEXT, live_values
 from retrain.validation.environment import check_environment
 from retrain.validation.mode import available_hint, check_selector, runtime_names
+from retrain.validation.objective import objective_in
 
 
 def check_device(spec: str) -> str | None:
@@ -41,12 +42,18 @@ def check_several_devices(c: TrainConfig, devices: list[str], caps: BackendCapab
     if len(set(gpus)) < len(gpus):
         issues.append(ConfigIssue(f"lists a GPU twice ({', '.join(devices)}); each training process needs its own",
                                   key=key, hint='distinct GPUs, e.g. devices = "gpu:0,gpu:1"'))
-    return issues + _several_devices_settings(c, len(devices), one)
+    return issues + several_processes(c, len(devices))
 
 
-def _several_devices_settings(c: TrainConfig, n: int, one: str) -> list[ConfigIssue]:
-    """Settings not built for a run on several devices."""
-    t, several = c.training, f"with {n} devices is {NOT_BUILT_TEXT}"
+def several_processes(c: TrainConfig, n: int, *, torchrun: bool = False) -> list[ConfigIssue]:
+    """Settings not built for one policy trained by `n` processes: refused when the config
+    loads with `n` [backend] devices, and again when a run that torchrun started finds `n`
+    processes (the local backend's placement, the RL trainer), in the same words."""
+    t = c.training
+    several = f"with {n} {'processes' if torchrun else 'devices'} is {NOT_BUILT_TEXT}"
+    one = "one process" if torchrun else 'one device, e.g. devices = "gpu:0"'
+    objective = objective_in(c)
+    why = objective.several_processes_refusal() if objective is not None else None
     refused = (
         (t.max_async_level > 0 and c.inference.engine == "pytorch",
          f'max_async_level = {t.max_async_level} with engine = "pytorch" {several} (the processes sample together, '
@@ -55,8 +62,7 @@ def _several_devices_settings(c: TrainConfig, n: int, one: str) -> list[ConfigIs
         (c.inference.recompute_stale_logprobs and t.max_async_level > 0,
          f"recompute_stale_logprobs = true {several} (the older versions are held by rank 0 alone)",
          "[inference] recompute_stale_logprobs", f"recompute_stale_logprobs = false, or {one}"),
-        (t.policy_loss_mode in ("kl_cov", "clip_cov"), f"policy_loss_mode = {t.policy_loss_mode!r} {several} (its "
-         "token selection spans the whole batch)", "[training] policy_loss_mode",
+        (why is not None, f"policy_loss_mode = {t.policy_loss_mode!r} {several} ({why})", "[training] policy_loss_mode",
          f'policy_loss_mode = "standard", or {one}'),
         (t.trainer != "retrain", f"trainer = {t.trainer!r} {several} (only the RL loop runs on torchrun)",
          "[training] trainer", f'trainer = "retrain", or {one}'),

@@ -15,7 +15,6 @@ import torch
 
 from retrain.backends.local import determinism, echo, micro, state
 from retrain.backends.local.batch import Batch, collate, crop_context
-from retrain.backends.local.device import autocast_dtype
 from retrain.backends.local.logprobs import action_logprobs
 from retrain.backends.local.lora import apply_lora, freeze_lora_a
 from retrain.backends.local.loss import (
@@ -44,6 +43,7 @@ from retrain.backends.tokenizer import HFTokenizer
 from retrain.config.schema import TrainConfig
 from retrain.config.sft_loss import effective_sft_loss
 from retrain.errors import UserError
+from retrain.inference_engine.pytorch.device import autocast_dtype
 from retrain.inference_engine.pytorch.sample import SampleStats, engine_metrics, generate
 from retrain.models.family import family_of, prepare_family
 from retrain.models.load import ModelSpec, load_model, load_tokenizer
@@ -180,7 +180,7 @@ class LocalBackend:
             clip_eps_high=t.clip_eps_high, clip_ratio_c=t.clip_ratio_c, kl_cov_percent=t.kl_cov_percent,
             kl_cov_coef=t.kl_cov_coef, clip_cov_ratio=t.clip_cov_ratio, clip_cov_min=t.clip_cov_min,
             clip_cov_max=t.clip_cov_max, sapo_temperature_pos=t.sapo_temperature_pos,
-            sapo_temperature_neg=t.sapo_temperature_neg)
+            sapo_temperature_neg=t.sapo_temperature_neg, search_paths=tuple(config.plugins.search_paths))
         self.loss_aggregation = t.loss_aggregation
         self.max_tokens = t.max_tokens
         self.temperature = t.temperature if t.temperature > 0 else 1.0

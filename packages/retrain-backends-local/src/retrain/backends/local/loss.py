@@ -4,18 +4,21 @@ Every loss function returns per-token losses for the N action tokens; the caller
 with `token_weights`, computed once for the whole update, so the gradient is the one of the
 configured aggregation over the whole batch whatever the micro-batch split. Token selections
 that depend on the whole batch (kl_cov's top-k, clip_cov's random picks) are likewise computed
-once per update by `select_tokens` and passed in.
+once per update by `select_tokens` and passed in. What each policy loss computes is its
+objective's (retrain.backends.objectives); this module applies it to the local backend's
+tensors.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
-from retrain.backends.objective import clip_band
-from retrain.config.schema import LOSS_AGGREGATIONS, POLICY_LOSS_MODES, RATIO_LEVELS
+from retrain.backends.objective import LossTerms, Objective, SelectTerms, objective_of
+from retrain.config.schema import LOSS_AGGREGATIONS, RATIO_LEVELS
+from retrain.plugins.resolve import PluginError
 
 
 def token_weights(aggregation: str, action: torch.Tensor, max_tokens: int) -> torch.Tensor:
@@ -43,7 +46,10 @@ def token_weights(aggregation: str, action: torch.Tensor, max_tokens: int) -> to
 
 @dataclass(frozen=True)
 class PolicyLossConfig:
-    mode: str = "standard"  # one of POLICY_LOSS_MODES
+    """The `[training]` values of the policy loss, and the objective `mode` names
+    (retrain.backends.objective): its record says how to clip, select and compute."""
+
+    mode: str = "standard"  # a built-in policy loss, a registered objective, or a dotted path
     level: str = "token"  # token | sequence: the ratio's level (GSPO at sequence level)
     clip_eps: float = 0.0
     clip_eps_high: float = 0.0
@@ -55,30 +61,27 @@ class PolicyLossConfig:
     clip_cov_max: float = 5.0
     sapo_temperature_pos: float = 1.0
     sapo_temperature_neg: float = 1.05
+    search_paths: tuple[str, ...] = ("plugins",)
+    objective: Objective = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.mode not in POLICY_LOSS_MODES:
-            raise ValueError(f"unknown policy_loss_mode {self.mode!r} (one of {', '.join(POLICY_LOSS_MODES)})")
+        try:
+            found = objective_of(self.mode, self.search_paths)
+        except (LookupError, PluginError) as exc:
+            raise ValueError(f"unknown policy_loss_mode {self.mode!r}: {exc}") from None
+        object.__setattr__(self, "objective", found)
         if self.level not in RATIO_LEVELS:
             raise ValueError(f"unknown importance_sampling_level {self.level!r} (one of {', '.join(RATIO_LEVELS)})")
-        if self.level == "sequence" and self.needs_selection:
+        if self.level == "sequence" and found.token_only:
             raise ValueError(f"policy_loss_mode {self.mode!r} takes token-level ratios only")
 
     @property
     def needs_selection(self) -> bool:
-        return self.mode in ("kl_cov", "clip_cov")
+        return self.objective.select is not None
 
     def band(self) -> tuple[float, float]:
         """(lo, hi) of the ratio clip for the current mode; (0, inf) when it does not clip."""
-        return clip_band(self.mode, self.clip_eps, self.clip_eps_high) or (0.0, math.inf)
-
-
-def _clipped_pg(ratio: torch.Tensor, adv: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
-    return torch.maximum(-ratio * adv, -ratio.clamp(lo, hi) * adv)
-
-
-def _covariance(new_lp: torch.Tensor, adv: torch.Tensor) -> torch.Tensor:
-    return (adv - adv.mean()) * (new_lp - new_lp.mean())
+        return self.objective.clip_band(self.clip_eps, self.clip_eps_high) or (0.0, math.inf)
 
 
 def per_sequence(values: torch.Tensor, rows: torch.Tensor, reduce: str) -> torch.Tensor:
@@ -98,32 +101,14 @@ def per_sequence(values: torch.Tensor, rows: torch.Tensor, reduce: str) -> torch
 
 def select_tokens(cfg: PolicyLossConfig, new_lp: torch.Tensor, old_lp: torch.Tensor, adv: torch.Tensor,
                   generator: torch.Generator | None = None) -> torch.Tensor:
-    """Boolean mask over all N action tokens of the update (no gradient).
-
-    kl_cov: the top max(1, floor(N * percent / 100)) tokens by covariance get a |Δ| penalty.
-    clip_cov: max(1, floor(N * ratio)) tokens, drawn uniformly from those not already clipped
-    whose covariance lies in (min, max), lose their gradient.
-    """
+    """Boolean mask over all N action tokens of the update (no gradient): the tokens a
+    selecting objective picks (kl_cov's top-k by covariance, clip_cov's random picks); none
+    for the others."""
     new_lp, old_lp, adv = new_lp.detach().float(), old_lp.float(), adv.float()
-    n = new_lp.numel()
-    picked = torch.zeros(n, dtype=torch.bool, device=new_lp.device)
-    if n == 0 or not cfg.needs_selection:
-        return picked
-    cov = _covariance(new_lp, adv)
-    if cfg.mode == "kl_cov":
-        k = max(1, int(n * min(cfg.kl_cov_percent, 100.0) / 100.0))
-        picked[torch.topk(cov, k).indices] = True
-        return picked
+    if new_lp.numel() == 0 or cfg.objective.select is None:
+        return torch.zeros(new_lp.numel(), dtype=torch.bool, device=new_lp.device)
     lo, hi = cfg.band()
-    ratio = (new_lp - old_lp).exp()
-    by_origin = (-ratio.clamp(lo, hi) * adv) > (-ratio * adv)
-    eligible = (~by_origin & (cov > cfg.clip_cov_min) & (cov < cfg.clip_cov_max)).nonzero().squeeze(-1)
-    if eligible.numel() == 0:
-        return picked
-    want = min(max(1, int(n * cfg.clip_cov_ratio)), eligible.numel())
-    order = torch.randperm(eligible.numel(), generator=generator, device="cpu").to(eligible.device)
-    picked[eligible[order[:want]]] = True
-    return picked
+    return cfg.objective.select(cfg, SelectTerms(torch, new_lp, old_lp, adv, lo, hi, generator))
 
 
 @dataclass
@@ -138,24 +123,20 @@ class PolicyLoss:
 def policy_loss(cfg: PolicyLossConfig, new_lp: torch.Tensor, old_lp: torch.Tensor, adv: torch.Tensor,
                 selected: torch.Tensor | None = None, rows: torch.Tensor | None = None) -> PolicyLoss:
     """Per-token policy loss for action tokens (spec algorithms.md §9.1 and its worked examples;
-    docs/advantages.md, "Policy losses").
+    docs/advantages.md, "Policy losses"): the objective's loss (retrain.backends.objectives).
 
     The ratio r is exp(new - old) per token, or at sequence level each sequence's
     exp(mean over its tokens of new - old) given to all of its tokens (`rows` [N], each token's
     sequence), with gradient through every token of the sequence: GSPO, TRL's
-    `importance_sampling_level = "sequence"`. With (lo, hi) the mode's clip band:
+    `importance_sampling_level = "sequence"`.
 
-    standard  -min(r A, clip(r, lo, hi) A) with clip_eps > 0, else -r A
-    cispo     -sg(clip(r, lo, hi)) A log p  (MiniMax-M1; TRL's loss_type "cispo")
-    sapo      -(4 / tau) sigmoid(tau (r - 1)) A, tau = sapo_temperature_pos when A > 0, else
-              sapo_temperature_neg (TRL's loss_type "sapo")
-
-    kl_cov and clip_cov are the spec's (token level only). Dual clip (`clip_ratio_c > 0`) caps
-    the loss of negative-advantage tokens of the ratio losses (standard, kl_cov, clip_cov) at
-    -A * c; the reference applied it on Tinker only, we apply it wherever it is configured.
+    Dual clip (`clip_ratio_c > 0`) caps the loss of negative-advantage tokens of the
+    objectives whose loss is a ratio times -A (standard, kl_cov, clip_cov) at -A * c; the
+    reference applied it on Tinker only, we apply it wherever it is configured.
     `clip_fraction` is the share of tokens whose ratio lies outside the band (at sequence
-    level, the tokens of the sequences outside it).
+    level, the tokens of the sequences outside it), or of those a clipping selection picked.
     """
+    objective = cfg.objective
     old_lp, adv = old_lp.to(new_lp.dtype), adv.to(new_lp.dtype)
     delta = new_lp - old_lp
     n = max(new_lp.numel(), 1)
@@ -173,21 +154,12 @@ def policy_loss(cfg: PolicyLossConfig, new_lp: torch.Tensor, old_lp: torch.Tenso
     outside = (ratio.detach() < lo) | (ratio.detach() > hi)
     clip_fraction = float(outside.sum()) / n
     cov_fraction = 0.0
-    if cfg.mode == "standard":
-        loss = _clipped_pg(ratio, adv, lo, hi) if cfg.clip_eps > 0 else -ratio * adv
-    elif cfg.mode == "cispo":
-        loss = -ratio.detach().clamp(lo, hi) * adv * new_lp
-    elif cfg.mode == "sapo":
-        tau = torch.where(adv > 0, cfg.sapo_temperature_pos, cfg.sapo_temperature_neg).to(ratio.dtype)
-        loss = -torch.sigmoid(tau * (ratio - 1)) * (4 / tau) * adv
-    elif cfg.mode == "kl_cov":
-        loss = -ratio * adv + cfg.kl_cov_coef * delta.abs() * selected.to(delta.dtype)
+    loss = objective.loss(cfg, LossTerms(torch, new_lp, old_lp, adv, ratio, log_ratio, delta, selected, lo, hi))
+    if objective.select is not None:
         cov_fraction = float(selected.sum()) / n
-    else:  # clip_cov
-        loss = _clipped_pg(ratio, adv, lo, hi)
-        loss = torch.where(selected, loss.detach() * 0.0, loss)
-        cov_fraction = clip_fraction = float(selected.sum()) / n
-    if cfg.clip_ratio_c > 0 and cfg.mode in ("standard", "kl_cov", "clip_cov"):
+        if objective.selection_clips:
+            clip_fraction = cov_fraction
+    if cfg.clip_ratio_c > 0 and objective.dual_clip:
         capped = torch.minimum(loss, -adv * cfg.clip_ratio_c)
         loss = torch.where(adv < 0, capped, loss)
     return PolicyLoss(loss, ratio, clip_fraction, cov_fraction, abs_kl)

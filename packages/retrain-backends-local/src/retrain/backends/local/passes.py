@@ -108,8 +108,8 @@ def packing_refusal(options: LocalOptions, model: Any, *, distributed: bool, dev
     on CUDA it also checks the varlen path that bf16 rows take there (attention.verify_varlen),
     which otherwise run through SDPA."""
     from retrain.backends.local import attention
-    from retrain.backends.local.device import autocast_dtype
     from retrain.backends.local.distributed import decoder_layers
+    from retrain.inference_engine.pytorch.device import autocast_dtype
 
     if options.train_padding_free == "false":
         return "off"

@@ -15,13 +15,13 @@ from typing import Any
 import torch
 
 from retrain.backends.local import determinism
-from retrain.backends.local.device import plan_device, rank_device
-from retrain.backends.local.loss import PolicyLossConfig
 from retrain.backends.local.options import LocalOptions
 from retrain.config.schema import TrainConfig
 from retrain.errors import UserError
+from retrain.inference_engine.pytorch.device import plan_device, rank_device
 from retrain.process.cpus import cpu_threads
 from retrain.process.world import World, current_world
+from retrain.validation.runtime import several_processes
 
 
 @dataclass(frozen=True)
@@ -61,15 +61,11 @@ def place(config: TrainConfig, options: LocalOptions) -> Placement:
 
 
 def refuse_distributed(config: TrainConfig, options: LocalOptions, size: int) -> None:
-    """What a multi-process run does not build yet, refused before the model loads."""
-    t = config.training
-    if config.inference.engine == "pytorch" and t.max_async_level > 0:
-        raise UserError(f"[training] max_async_level = {t.max_async_level} with engine = \"pytorch\" and {size} "
-                        "training processes is not built yet (they sample together, in step with training); use "
-                        "an inference server engine or one process (docs/scaling.md)")
-    if PolicyLossConfig(mode=t.policy_loss_mode).needs_selection:
-        raise UserError(f"[training] policy_loss_mode = {t.policy_loss_mode!r} with {size} processes is not built "
-                        "yet (its token selection spans the whole batch); use one process")
+    """What a multi-process run does not build yet, refused before the model loads: the
+    settings config validation refuses for several devices (in its words), and the local
+    options that have no multi-process path."""
+    for issue in several_processes(config, size, torchrun=True):
+        raise UserError(f"{issue.key}: {issue.message}", hint=issue.hint)
     for key in ("train_microbatch_token_budget", "train_sft_microbatch_token_budget"):
         if getattr(options, key) > 0:
             raise UserError(f"{key} with several processes is not built yet in this version",

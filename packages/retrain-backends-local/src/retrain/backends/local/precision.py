@@ -1,6 +1,6 @@
 """The dtype of a LoRA run's frozen base weights (`train_base_dtype`).
 
-On CUDA the model computes under bf16 autocast (retrain.backends.local.device), which rounds
+On CUDA the model computes under bf16 autocast (retrain.inference_engine.pytorch.device), which rounds
 every fp32 weight to bf16 at each product: keeping the frozen base in bf16 gives the same
 products from half the memory and bandwidth, with no cast per step. The adapters (and so the
 optimizer's state and every gradient step) stay fp32, and so do buffers such as rotary

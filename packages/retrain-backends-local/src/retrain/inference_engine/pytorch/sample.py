@@ -36,6 +36,7 @@ from typing import Protocol
 import torch
 
 from retrain.inference_engine.pytorch.choice import Choice, choose
+from retrain.inference_engine.pytorch.device import active_autocast_dtype
 from retrain.inference_engine.pytorch.forward.hf import HFForward
 from retrain.inference_engine.pytorch.forward.lean import LeanForward
 from retrain.inference_engine.pytorch.forward.linear import Unsupported
@@ -190,7 +191,7 @@ def make_forward(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, 
     if decoder != "transformers" and use_cache:
         device = ids.device
         try:
-            forward = LeanForward(model, autocast_dtype(device), ids, mask, expand, steps,
+            forward = LeanForward(model, active_autocast_dtype(device), ids, mask, expand, steps,
                                   graphs=cuda_graphs and device.type == "cuda")
         except Unsupported as why:
             if decoder == "retrain":
@@ -204,11 +205,6 @@ def make_forward(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, 
         raise RuntimeError("retrain's decoder needs the KV cache (sample_use_cache = true)")
     stats.decoder = "transformers"
     return HFForward(model, ids, mask, expand, use_cache=use_cache)
-
-
-def autocast_dtype(device: torch.device) -> torch.dtype | None:
-    kind = device.type
-    return torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else None
 
 
 class _Loop:

@@ -316,8 +316,8 @@ def create(config: Any) -> ServingEngine:
     """The serving engine for a config: its model (seeded like training), device and dtype."""
     import os
 
-    from retrain.backends.local.device import autocast_dtype, plan_device
     from retrain.backends.tokenizer import HFTokenizer
+    from retrain.inference_engine.pytorch.device import autocast_dtype, plan_device
     from retrain.models.family import family_of, prepare_family
     from retrain.models.load import ModelSpec, load_model, load_tokenizer
     from retrain.models.tiny import is_tiny

@@ -12,8 +12,8 @@ from retrain.config.sections.base import F, Section
 TrainerName = str
 LossAggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "constant"]
 LOSS_AGGREGATIONS: tuple[str, ...] = get_args(LossAggregation)
-PolicyLossMode = Literal["standard", "kl_cov", "clip_cov", "cispo", "sapo"]
-POLICY_LOSS_MODES: tuple[str, ...] = get_args(PolicyLossMode)
+#: the built-in policy losses (retrain.backends.objectives); plugins add others by name
+POLICY_LOSS_MODES: tuple[str, ...] = ("standard", "kl_cov", "clip_cov", "cispo", "sapo")
 RatioLevel = Literal["token", "sequence"]
 RATIO_LEVELS: tuple[str, ...] = get_args(RatioLevel)
 #: the most batches the producer samples ahead (retrain.training.producer)
@@ -68,11 +68,12 @@ class TrainingConfig(Section):
                                       "here.", ge=0)] = 0.0
     clip_ratio_c: Annotated[float, F("Dual-clip lower bound for negative advantages; 0 = off.", ge=0)] = 0.0
     policy_loss_mode: Annotated[
-        PolicyLossMode,
+        str,
         F("Policy loss: standard (PPO-clipped with clip_eps > 0), kl_cov, clip_cov, cispo (a clipped, "
           "stop-gradient ratio weighting -A log p; band [1 - clip_eps, 1 + clip_eps_high], by default no "
-          "lower bound and a cap of 5), sapo (a soft sigmoid gate instead of a clip). Each backend lists "
-          "those it computes (`retrain backends`)."),
+          "lower bound and a cap of 5), sapo (a soft sigmoid gate instead of a clip), an objective a package "
+          "registers (entry-point group retrain.objectives), or a dotted path. Each backend lists those it "
+          "computes (`retrain backends`)."),
     ] = "standard"
     importance_sampling_level: Annotated[
         RatioLevel,

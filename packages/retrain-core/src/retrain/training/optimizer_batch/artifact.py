@@ -33,6 +33,7 @@ from retrain.config.fields import all_fields, flat_dict
 from retrain.config.schema import TrainConfig
 from retrain.errors import UserError
 from retrain.io.atomic import fsync_dir, write_bytes_atomic, write_json_atomic
+from retrain.io.digest import file_sha256
 from retrain.types import Datum
 
 NAME = "optimizer_batch_step_000000"
@@ -57,20 +58,12 @@ class LogicalBatch(msgspec.Struct, kw_only=True):
     weight_decay: float
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def manifest_path(folder: Path) -> Path:
     return folder.with_name(folder.name + MANIFEST_SUFFIX)
 
 
 def _files(folder: Path) -> dict[str, str]:
-    return {p.relative_to(folder).as_posix(): sha256_file(p) for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {p.relative_to(folder).as_posix(): file_sha256(p) for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 class Capture:
@@ -101,7 +94,7 @@ class Capture:
                     "datums": len(datums), "updated_sha256": _weights_digest(files), "config": flat_dict(config)}
         path = manifest_path(self.folder)
         write_json_atomic(path, manifest)
-        return {"manifest": str(path), "manifest_sha256": sha256_file(path), "logical_sha256": files[BATCH]}
+        return {"manifest": str(path), "manifest_sha256": file_sha256(path), "logical_sha256": files[BATCH]}
 
     def abandon(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -140,7 +133,7 @@ def open_artifact(replay_path: str, *, manifest_sha256: str, logical_sha256: str
         path = manifest_path(path)
     if not path.is_file():
         raise ArtifactError(f"[optimizer_batch] replay_path: {path} is not a capture manifest")
-    actual = sha256_file(path)
+    actual = file_sha256(path)
     if actual != manifest_sha256.strip().lower():
         raise ArtifactError(f"{path}: sha256 {actual} does not match expected_manifest_sha256 "
                             f"{manifest_sha256.strip().lower()}")
@@ -154,7 +147,7 @@ def open_artifact(replay_path: str, *, manifest_sha256: str, logical_sha256: str
         file = folder / name
         if not file.is_file():
             raise ArtifactError(f"{file}: missing from the artifact")
-        if sha256_file(file) != digest:
+        if file_sha256(file) != digest:
             raise ArtifactError(f"{file}: sha256 does not match the manifest (the artifact was changed)")
     if manifest["logical_sha256"] != logical_sha256.strip().lower():
         raise ArtifactError(f"{folder / BATCH}: logical sha256 {manifest['logical_sha256']} does not match "

@@ -21,6 +21,7 @@ from typing import Any
 from retrain.config.schema import TrainConfig
 from retrain.config.snapshot import config_snapshot
 from retrain.io.atomic import write_json_atomic
+from retrain.io.digest import file_sha256
 from retrain.io.layout import (
     SFT_DATA_SNAPSHOT,
     SFT_FINAL_MANIFEST,
@@ -28,7 +29,7 @@ from retrain.io.layout import (
     SFT_RECOVERABILITY,
     SFT_RESOLVED_CONFIG,
 )
-from retrain.training.sft.data import SftData, file_sha256, sft_cap
+from retrain.training.sft.data import SftData, sft_cap
 from retrain.training.state import SftSchedule
 
 SNAPSHOT_MAX_BYTES = 16 * 1024 * 1024

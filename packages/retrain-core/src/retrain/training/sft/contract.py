@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from retrain.config.schema import TrainConfig
-from retrain.training.sft.data import SftData, SftDataError, file_sha256, sft_cap
+from retrain.io.digest import file_sha256
+from retrain.training.sft.data import SftData, SftDataError, sft_cap
 
 ROW_SCHEMA = "retrain.sft_audit.v1"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")

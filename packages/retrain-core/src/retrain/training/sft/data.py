@@ -14,7 +14,6 @@ So are the audits that vouch for the data (retrain.training.sft.contract).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 from retrain.backends.protocol import Tokenizer
 from retrain.config.schema import TrainConfig
 from retrain.errors import UserError
+from retrain.io.digest import file_sha256
 from retrain.io.json import numbered_rows
 from retrain.types import Datum
 
@@ -77,14 +77,6 @@ class Encoded:
             tokens, target = tokens[:cap], target[:cap]
         adv = [1.0 if t else 0.0 for t in target]
         return Datum(tokens=list(tokens), logprobs=[0.0] * len(tokens), advantages=adv), dropped
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _row(path: Path, n: int, raw: Any) -> SftRow:

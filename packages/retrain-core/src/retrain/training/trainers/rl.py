@@ -29,10 +29,10 @@ from retrain.io.layout import FINAL, checkpoint_name
 from retrain.process.spans import Spans, span
 from retrain.process.world import World, current_world
 from retrain.training import faults
-from retrain.training.console import PlainReporter, Reporter, eval_line
+from retrain.training.console import PlainReporter, Reporter, SilentReporter, eval_line
 from retrain.training.dapo.dynamic import DynamicSampling
 from retrain.training.flow import Flow, build_flow
-from retrain.training.follower import FollowerLog, SilentReporter
+from retrain.training.follower import FollowerLog
 from retrain.training.interrupt import RunInterrupted, StopRequest, resume_command
 from retrain.training.log import RunLog
 from retrain.training.meta import RunStatus
@@ -49,6 +49,7 @@ from retrain.training.sft.data import SftData, load_sft_data, sft_cap
 from retrain.training.step import advantages, train_on
 from retrain.training.telemetry import WarmupRow, backend_counters
 from retrain.training.warmup import WarmupData, warmup_batch_size, warmup_lr
+from retrain.validation.runtime import several_processes
 from retrain.validation.trace import trace
 
 
@@ -93,6 +94,8 @@ class Trainer:
     def _flow(self) -> Flow:
         c = self.config
         require_runnable(c)
+        for refused in several_processes(c, self.world.size, torchrun=True) if self.world.distributed else ():
+            raise FlowError(f"{refused.key}: {refused.message}", hint=refused.hint)
         report = trace(c)
         if not report.ok:
             raise FlowError("training flow validation failed: " + "; ".join(

@@ -1,5 +1,6 @@
-"""Where the local backend runs: the first listed device (CPU when CUDA is absent); under
-torchrun, the device of this process's rank."""
+"""Where the model runs, for the local backend and the serving engine alike: the first listed
+device (CPU when CUDA is absent); under torchrun, the device of this process's rank. Also the
+autocast dtype chosen for a device and the one in effect around a call."""
 
 from __future__ import annotations
 
@@ -43,3 +44,10 @@ def rank_device(devices: str, world: World) -> torch.device:
 def autocast_dtype(device: torch.device) -> torch.dtype | None:
     """bf16 autocast on CUDA; none on the CPU (fp32 keeps CPU runs exact and reproducible)."""
     return torch.bfloat16 if device.type == "cuda" else None
+
+
+def active_autocast_dtype(device: torch.device) -> torch.dtype | None:
+    """The dtype of the autocast the caller entered for this device kind, None outside one: the
+    sampler runs under its caller's autocast rather than choosing its own."""
+    kind = device.type
+    return torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else None
