@@ -109,11 +109,19 @@ class JudgeServer:
                     server.busy += 1
                     server.most_busy = max(server.most_busy, server.busy)
                     n = len(server.requests)
+                self.held = True
                 try:
                     self._answer(n)
                 finally:
-                    with lock:
+                    self._release()
+
+            def _release(self) -> None:
+                # before the reply goes out: a client that reads it may send its next request
+                # before this thread runs again, which is not a third request held at once
+                with lock:
+                    if self.held:
                         server.busy -= 1
+                        self.held = False
 
             def _answer(self, n: int) -> None:
                 mode = server.mode if not server.fail_first or n <= server.fail_first else "yes"
@@ -130,6 +138,7 @@ class JudgeServer:
                     self._send(200, json.dumps(reply).encode())
 
             def _send(self, status: int, data: bytes) -> None:
+                self._release()
                 self.send_response(status)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
