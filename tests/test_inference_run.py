@@ -169,7 +169,10 @@ def test_a_k2_run_sigkilled_at_a_random_step_resumes_to_the_same_completions(ser
     assert_rows_match(deterministic(rl_rows(tmp_path / "cut")), deterministic(rows), rel=1e-4)
     cut, kept = (load_file(root / "adapters" / "final" / "adapter_model.safetensors") for root in
                  (tmp_path / "cut", tmp_path / "whole"))
-    assert cut.keys() == kept.keys() and all(np.allclose(cut[k], kept[k], rtol=1e-4, atol=1e-6) for k in cut)
+    # Adam divides each gradient by its running scale, so the server's last-bit noise moves a
+    # weight whose gradient is near zero by up to ~1e-5 (measured 1.2e-5 after six steps); one
+    # step skipped or replayed at lr 1e-2 moves weights by ~1e-2, which 1e-4 still catches
+    assert cut.keys() == kept.keys() and all(np.allclose(cut[k], kept[k], rtol=1e-3, atol=1e-4) for k in cut)
 
 
 def test_partial_rollouts_sample_pieces_and_never_get_staler(server: Served, tmp_path: Path) -> None:
