@@ -16,9 +16,16 @@ GPU shapes (`--gpu`; fp32 weights under bf16 autocast, as the local backend trai
   first-light  the GPU kit's RL policy (Qwen3, 28 layers, hidden 1024, the tiny tokenizer's
                103-token vocabulary), 8 prompts x 16 samples x 256 tokens
   qwen3-0.6b   the same body with Qwen3-0.6B's 151,936-token vocabulary
+  qwen3_5-0.8b Qwen3.5-0.8B's text body (24 layers, 18 Gated DeltaNet to 6 full attention,
+               hidden 1024, vocab 248,320), 8 prompts x 16 samples x 128 tokens
+  gemma4-e2b   Gemma 4 E2B's text body (35 layers, 4 sliding (window 512) to 1 full, 20
+               shared-KV layers, per-layer inputs, vocab 262,144), 8 x 16 x 128 tokens
 On the GPU also `retrain_no_graphs_tokens_per_s` (sample_cuda_graphs = false) and the share
-of the memory-bandwidth bound reached: bytes a decoding step must read (bf16 weights, the KV
-cache written so far) over the decode time, against the card's peak bandwidth.
+of the memory-bandwidth bound reached: bytes a decoding step must read (bf16 weights that are
+multiplied, not looked up; each attention layer's KV cache written so far, within its window;
+each linear-attention layer's recurrent state) over the decode time, against the card's peak
+bandwidth. `--budget-s` (default 100, inside the GPU kit's two minutes) skips what would start
+after it, each skip named in the row.
 
 CPU runs are one fresh process per (engine, shape), interleaved over rounds (medians); the
 GPU run is one process (the GPU kit's time box).
@@ -65,8 +72,26 @@ SHAPES["gemma4"] = {"model": dict(SMALL, model_type="gemma4_text", sliding_windo
                                   global_head_dim=128, final_logit_softcapping=30.0, vocab_size_per_layer_input=8192,
                                   hidden_size_per_layer_input=64, num_kv_shared_layers=2),
                     "prompts": 2, "samples": 8, "tokens": 64}
+QWEN35_LAYERS = (["linear_attention"] * 3 + ["full_attention"]) * 6
+SHAPES["qwen3_5-0.8b"] = {"model": dict(model_type="qwen3_5_text", vocab_size=248320, hidden_size=1024,
+                                        intermediate_size=3584, num_hidden_layers=24, num_attention_heads=8,
+                                        num_key_value_heads=2, head_dim=256, linear_num_key_heads=16,
+                                        linear_num_value_heads=16, linear_key_head_dim=128,
+                                        linear_value_head_dim=128, linear_conv_kernel_dim=4,
+                                        layer_types=QWEN35_LAYERS, max_position_embeddings=4096,
+                                        tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, pad_token_id=0),
+                          "prompts": 8, "samples": 16, "tokens": 128}
+SHAPES["gemma4-e2b"] = {"model": dict(model_type="gemma4_text", vocab_size=262144, hidden_size=1536,
+                                      intermediate_size=6144, num_hidden_layers=35, num_attention_heads=8,
+                                      num_key_value_heads=1, head_dim=256, global_head_dim=512, sliding_window=512,
+                                      layer_types=(["sliding_attention"] * 4 + ["full_attention"]) * 7,
+                                      num_kv_shared_layers=20, use_double_wide_mlp=True,
+                                      vocab_size_per_layer_input=262144, hidden_size_per_layer_input=256,
+                                      final_logit_softcapping=30.0, max_position_embeddings=4096,
+                                      tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, pad_token_id=0),
+                        "prompts": 8, "samples": 16, "tokens": 128}
 CPU_SHAPES = ("tiny", "demo-step", "llama-135m", "qwen3_5", "gemma3", "gemma4")
-GPU_SHAPES = ("first-light", "qwen3-0.6b")
+GPU_SHAPES = ("first-light", "qwen3-0.6b", "qwen3_5-0.8b", "gemma4-e2b")
 #: peak memory bandwidth, bytes/s, by a substring of the device name
 BANDWIDTH = {"H200": 4.8e12, "H100 SXM": 3.35e12, "H100": 3.35e12, "A100-SXM4-80GB": 2.04e12, "A100": 1.56e12,
              "L40S": 0.864e12, "RTX 4090": 1.008e12}
@@ -110,7 +135,7 @@ def sampler(engine: str, shape: str, device: str) -> tuple[Any, Any]:
     s = SHAPES[shape]
     rows = prompts(shape)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" else None
-    made: dict[str, Any] = {"tokens": 0, "stats": None}
+    made: dict[str, Any] = {"tokens": 0, "stats": None, "model": model}
 
     def ours(decoder: str, graphs: bool) -> Any:
         def step() -> None:
@@ -185,15 +210,19 @@ def cpu(rounds: int, shapes: tuple[str, ...]) -> dict[str, Any]:
     return {"benchmark": "sampling", "rounds": rounds, "results": results, "environment": environment(False)}
 
 
-def gpu(shapes: list[str], engines: list[str]) -> dict[str, Any]:
+def gpu(shapes: list[str], engines: list[str], budget_s: float) -> dict[str, Any]:
     import torch
 
     name = torch.cuda.get_device_name()
     peak_bw = next((bw for key, bw in BANDWIDTH.items() if key in name), None)
+    start = time.perf_counter()
     results = []
     for shape in shapes:
         row: dict[str, Any] = {"shape": shape, "device": name, **{k: SHAPES[shape][k] for k in ("prompts", "samples", "tokens")}}
         for engine in engines:
+            if time.perf_counter() - start > budget_s:
+                row[f"{engine}_skipped"] = f"the {budget_s:.0f} s budget was spent before it started"
+                continue
             try:
                 step, made = sampler(engine, shape, "cuda")
                 result = measure(step, cuda=True, warmup=1 if engine != "generate" else 0)
@@ -205,32 +234,51 @@ def gpu(shapes: list[str], engines: list[str]) -> dict[str, Any]:
             row["peak_bytes" if engine == "retrain" else f"{engine}_peak_bytes"] = result["extra_peak_bytes"]
             stats = made["stats"]
             if engine == "retrain" and stats is not None:
-                row.update(_bandwidth(shape, stats, peak_bw))
+                row.update(_bandwidth(shape, made["model"], stats, peak_bw))
                 row.update({"decoder": stats.decoder, "decoder_note": stats.decoder_note,
                             "graph_captures": stats.graph_captures, "graph_replays": stats.graph_replays,
                             "compactions": stats.compactions, "decode_steps": stats.decode_steps,
                             "prefill_s": round(stats.prefill_s, 4), "decode_s": round(stats.decode_s, 4)})
+            del step, made
             torch.cuda.empty_cache()
         if "retrain_tokens_per_s" in row and "generate_tokens_per_s" in row:
             row["speedup_vs_generate"] = round(row["retrain_tokens_per_s"] / row["generate_tokens_per_s"], 2)
         results.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
     return {"benchmark": "sampling", "results": results, "peak_bandwidth_bytes_per_s": peak_bw,
-            "environment": environment(True)}
+            "budget_s": budget_s, "environment": environment(True)}
 
 
-def _bandwidth(shape: str, stats: Any, peak_bw: float | None) -> dict[str, Any]:
-    """Bytes the decode steps had to read: the bf16 weights once per step, and each row's
-    keys and values written so far (about half the final cache on average)."""
+def _bandwidth(shape: str, model: Any, stats: Any, peak_bw: float | None) -> dict[str, Any]:
+    """Bytes the decode steps had to read, from the shape's config: every bf16 weight that is
+    multiplied once per step (embedding tables are looked up, a tied LM head is read whole);
+    per active row and step, each attention layer's keys and values written so far (about half
+    the final row on average, at most its sliding window; a shared-KV layer reads its source's
+    cache again) and each linear-attention layer's fp32 recurrent state, read and written."""
+    import torch
+
     m = SHAPES[shape]["model"]
-    hidden, inter, layers, vocab = m["hidden_size"], m["intermediate_size"], m["num_hidden_layers"], m["vocab_size"]
-    heads, kv, head_dim = m["num_attention_heads"], m["num_key_value_heads"], m["head_dim"]
-    per_layer = hidden * head_dim * (2 * heads + 2 * kv) + 3 * hidden * inter
-    weight_bytes = 2 * (layers * per_layer + vocab * hidden)
-    kv_per_token = 2 * layers * 2 * kv * head_dim
-    columns = SHAPES[shape]["tokens"] + max(PROMPT_LENGTHS)
-    kv_bytes = stats.row_steps * kv_per_token * columns / 2
-    moved = weight_bytes * stats.decode_steps + kv_bytes
+    params = {id(p): p.numel() for p in model.parameters()}
+    looked_up = {id(mod.weight) for mod in model.modules() if isinstance(mod, torch.nn.Embedding)}
+    head = model.get_output_embeddings()
+    multiplied = sum(n for k, n in params.items() if k not in looked_up)
+    if head is not None and id(head.weight) in looked_up:
+        multiplied += head.weight.numel()
+    weight_bytes = 2 * multiplied
+    layers = m["num_hidden_layers"]
+    kinds = m.get("layer_types") or ["full_attention"] * layers
+    context = (SHAPES[shape]["tokens"] + max(PROMPT_LENGTHS)) / 2
+    row_bytes = 0.0
+    for kind in kinds:
+        if kind == "linear_attention":
+            state = m["linear_num_value_heads"] * m["linear_key_head_dim"] * m["linear_value_head_dim"]
+            row_bytes += 2 * 4 * state
+            continue
+        full = kind == "full_attention"
+        head_dim = m.get("global_head_dim", m["head_dim"]) if full else m["head_dim"]
+        span = context if full else min(context, m.get("sliding_window") or context)
+        row_bytes += 2 * 2 * m["num_key_value_heads"] * head_dim * span
+    moved = weight_bytes * stats.decode_steps + stats.row_steps * row_bytes
     achieved = moved / stats.decode_s if stats.decode_s > 0 else 0.0
     return {"weight_bytes": weight_bytes, "achieved_bytes_per_s": round(achieved),
             "bandwidth_fraction": round(achieved / peak_bw, 4) if peak_bw else None}
@@ -242,6 +290,7 @@ def main() -> None:
     parser.add_argument("--shapes", default="", help="comma list (default: all of the device's)")
     parser.add_argument("--rounds", type=int, default=3, help="CPU rounds (medians)")
     parser.add_argument("--engines", default="retrain,retrain_no_graphs,generate", help="GPU: comma list")
+    parser.add_argument("--budget-s", type=float, default=100.0, help="GPU: start nothing after this many seconds")
     parser.add_argument("--worker", nargs=2, metavar=("ENGINE", "SHAPE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -249,7 +298,7 @@ def main() -> None:
         return
     if args.gpu:
         shapes = [s for s in args.shapes.split(",") if s] or list(GPU_SHAPES)
-        print(json.dumps(gpu(shapes, [e for e in args.engines.split(",") if e])))
+        print(json.dumps(gpu(shapes, [e for e in args.engines.split(",") if e], args.budget_s)))
         return
     start = time.perf_counter()
     out = cpu(args.rounds, tuple(s for s in args.shapes.split(",") if s) or CPU_SHAPES)
