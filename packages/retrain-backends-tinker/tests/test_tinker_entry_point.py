@@ -67,3 +67,24 @@ def test_doctor_probe_reports_the_sdk_and_the_failure(monkeypatch: pytest.Monkey
     assert "cannot reach" in report["error"] and KEY not in repr(report)
     monkeypatch.delenv("TINKER_API_KEY")
     assert "TINKER_API_KEY" in probe(unreachable_config(), timeout_s=5)["error"]
+
+
+def test_doctor_probe_asks_from_a_child_and_imports_no_torch() -> None:
+    """The SDK (which imports torch) runs in the probe's child process, never in doctor's."""
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    code = ("import sys, msgspec\n"
+            "from retrain.config.schema import TrainConfig\n"
+            "from retrain.backends.tinker.doctor import probe\n"
+            "c = TrainConfig()\n"
+            f"m = msgspec.structs.replace(c.model, base_url='http://127.0.0.1:{port}')\n"
+            f"b = msgspec.structs.replace(c.backend, backend='tinker', options={{'api_key': '{KEY}'}})\n"
+            "r = probe(msgspec.structs.replace(c, model=m, backend=b), timeout_s=5)\n"
+            "print(r['answers'], 'cannot reach' in r['error'], 'torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["False", "True", "False"], out.stdout + out.stderr[-2000:]
+    assert KEY not in out.stdout + out.stderr
