@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
+from core_stubs import CharTokenizer
 
 from retrain.config.errors import ConfigError
 from retrain.evaluation.evaluate import encode_problems, evaluate
@@ -15,22 +16,6 @@ from retrain.rewards.boxed import MatchReward
 from retrain.rewards.create import RewardScorer
 from retrain.types import Completion, Example, SamplingParams
 from retrain.validation.load import load_config
-
-
-class CharTokenizer:
-    eos_token_ids: tuple[int, ...] = (0,)
-
-    def encode_prompt(self, text: str) -> list[int]:
-        return [ord(ch) for ch in text]
-
-    def encode(self, text: str) -> list[int]:
-        return self.encode_prompt(text)
-
-    def decode(self, ids: Sequence[int]) -> str:
-        return "".join(chr(i) for i in ids)
-
-    def token_strings(self, ids: Sequence[int]) -> list[str]:
-        return [chr(i) for i in ids]
 
 
 class ScriptedSampler:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from core_stubs import CharTokenizer
 
 from retrain.advantages.pipeline import build_pipeline
 from retrain.config.errors import ConfigError
@@ -41,19 +42,6 @@ from retrain.types import Completion, Example, SamplingParams
 from retrain.validation.load import load_config
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"
-
-
-class CharTokenizer:
-    eos_token_ids: tuple[int, ...] = (0,)
-
-    def encode_prompt(self, text: str) -> list[int]:
-        return [ord(ch) for ch in text]
-
-    def decode(self, ids: Sequence[int]) -> str:
-        return "".join(chr(i) for i in ids)
-
-    def token_strings(self, ids: Sequence[int]) -> list[str]:
-        return [chr(i) for i in ids]
 
 
 class ScriptedBackend:
