@@ -107,7 +107,8 @@ def test_greedy_tokens_equal_transformers_generate(shape: str) -> None:
 @pytest.mark.parametrize("packed", [False, True], ids=["linear", "packed"])
 def test_retrain_and_transformers_forwards_sample_alike(shape: str, params: SamplingParams, packed: bool,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Same draws, so the same tokens; logprobs within fp32 rounding of each other. `packed`:
+    """Same draws, so the same tokens; logprobs within fp32 rounding of each other (1e-5 plus
+    2e-6 of the logprob). `packed`:
     the CPU's oneDNN-packed products, which only large matrices in long calls get."""
     from retrain.inference_engine.pytorch.forward import lean, linear
 
@@ -124,7 +125,9 @@ def test_retrain_and_transformers_forwards_sample_alike(shape: str, params: Samp
     theirs = sample(model, params, decoder="transformers")
     for mine, ref in zip((c for g in ours for c in g), (c for g in theirs for c in g), strict=True):
         assert mine.token_ids == ref.token_ids
-        assert max(abs(x - y) for x, y in zip(mine.logprobs, ref.logprobs, strict=True)) < 1e-5
+        # fp32 rounding grows with the logprob's size: oneDNN's packed products sum in another
+        # order, and on some CPUs a -9 logprob (random weights, 8,192 tokens) moved by 1.07e-5
+        assert all(abs(x - y) < 1e-5 + 2e-6 * abs(y) for x, y in zip(mine.logprobs, ref.logprobs, strict=True))
 
 
 def with_lora(model: torch.nn.Module, targets: list[str] | str, spread: float) -> torch.nn.Module:
