@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from retrain.backends.catalog import builtin_definition
+from retrain.backends.catalog import definition_of
 from retrain.backends.options import BUILTIN_OPTION_SCHEMAS
 from retrain.config import ConfigError
 from retrain.config.fields import all_fields
@@ -337,7 +337,7 @@ def test_every_option_of_a_built_backend_is_read_or_refused(sources: list[tuple[
         constants |= string_constants(tree)
     checked = 0
     for backend, schema in BUILTIN_OPTION_SCHEMAS.items():
-        if not builtin_definition(backend).available:
+        if not definition_of(backend).available:
             continue  # the whole backend is refused (not built yet); its options cannot run
         listed = NOT_BUILT_OPTIONS.get(backend, {})
         silent = sorted(k for k in schema if k not in constants and k not in listed)
@@ -366,9 +366,9 @@ def test_the_table_names_real_keys_and_options() -> None:
 
 
 def test_unavailable_backends_say_not_built() -> None:
-    d = builtin_definition("prime_rl")
+    d = definition_of("prime_rl")
     assert not d.available and NOT_BUILT_TEXT in d.note, d.note
-    assert builtin_definition("tinker").available and builtin_definition("unsloth").available
+    assert definition_of("tinker").available and definition_of("unsloth").available
 
 
 def test_several_devices_are_live_for_the_local_backend_and_refused_by_name_otherwise(tmp_path: Path) -> None:

@@ -212,7 +212,7 @@ def _async(c: TrainConfig, server: bool) -> list[ConfigIssue]:
     issues: list[ConfigIssue] = []
     full = str(c.backend.options.get("train_full_model", "false")).lower() in ("true", "1", "yes", "on")
     # a remote service samples from saved sampler weights, apart from the ones that train
-    if not server and not caps.remote_service and not caps.in_process_async:
+    if not server and not caps.samples_apart_from_training and not caps.in_process_async:
         issues.append(ConfigIssue(f'needs an inference server: backend {c.backend.backend!r} samples in-process '
                                   "from the very weights that train", key=key,
                                   hint='engine = "vllm" with url = ..., or max_async_level = 0'))
