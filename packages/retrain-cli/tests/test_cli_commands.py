@@ -248,9 +248,9 @@ def test_backends_say_what_is_not_built(cli) -> None:  # type: ignore[no-untyped
     assert "unsloth   not built yet" not in text and "tinker    not built yet" not in text
     if "unsloth   not installed" not in text:
         assert "runs here: no: no CUDA GPU found" in text or "runs here: yes" in text
-    from retrain.validation.built import NOT_BUILT_OPTIONS
+    from retrain.backends.catalog import definition_of
 
-    assert f"not built yet ({len(NOT_BUILT_OPTIONS['local'])}, refused when set), and why:" in text
+    assert f"not built yet ({len(definition_of('local').not_built_options)}, refused when set), and why:" in text
     local_text = text.split("\n  unsloth ")[0]
     for option in ("liger_kernel", "sample_kv_quantization", "train_unsloth_fused_ce"):
         assert len(re.findall(rf"\b{option}[,:]", local_text)) == 1, option  # listed once, with its reason

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from retrain.backends import catalog
-from retrain.backends.options import LOCAL_OPTIONS, normalize_options
+from retrain.backends.options import normalize_options
 
 
 def test_builtin_capabilities_match_the_contract() -> None:
@@ -16,11 +16,15 @@ def test_builtin_capabilities_match_the_contract() -> None:
     assert local is not None and local.source == "builtin"
     assert local.definition.capabilities.preserves_token_advantages
     prime = catalog.lookup("prime_rl")
-    assert prime is not None and not prime.definition.capabilities.preserves_token_advantages
+    # no distribution ships it: core knows only where it would come from
+    assert prime is not None and not prime.installed and not prime.definition.available
+    assert prime.definition.distribution == "retrain-backends-prime" and prime.definition.option_schema is None
     assert catalog.lookup("nope") is None
 
 
 def test_normalize_fills_defaults_and_coerces() -> None:
+    LOCAL_OPTIONS = catalog.definition_of("local").option_schema
+    assert LOCAL_OPTIONS is not None
     out, issues = normalize_options("local", {"liger_kernel": "off", "train_microbatch_size": "3"}, LOCAL_OPTIONS)
     assert not issues
     assert out["liger_kernel"] is False and out["train_microbatch_size"] == 3
@@ -52,10 +56,11 @@ def test_dotted_plugin_hooks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 def test_describe_catalog_is_json_ready() -> None:
     import json
 
-    data = catalog.describe_catalog({"local": ["lora_fast_linear"]})
+    data = catalog.describe_catalog()
     names = [b["name"] for b in data["builtins"]]
     assert names == ["local", "unsloth", "tinker", "prime_rl"]
     local = data["builtins"][0]["option_schema"]
-    assert local["lora_fast_linear"]["built"] is False and local["sample_cuda_graphs"]["built"] is True
+    # the options its definition lists as not built
+    assert local["liger_kernel"]["built"] is False and local["sample_cuda_graphs"]["built"] is True
     assert local["sample_cuda_graphs"]["cuda_only"] == "CUDA graphs need a CUDA device"
     json.dumps(data)

@@ -13,7 +13,7 @@ backend unavailable with one line naming the distribution and both contracts.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import metadata
@@ -156,6 +156,9 @@ class BackendDefinition:
     distribution: str
     capabilities: BackendCapabilities = PLUGIN_DEFAULT_CAPABILITIES
     option_schema: OptionSchema | None = None
+    #: options of `option_schema` that nothing reads yet: option -> (what, instead); a value
+    #: that asks for the feature is refused as not built yet (retrain.validation.built)
+    not_built_options: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     dependency: str = ""
     hint: str = ""
     available: bool = True
@@ -378,14 +381,13 @@ def _parse_option_spec(raw: Any) -> OptionSpec:
                       validator=fields.get("validator"), cuda_only=str(fields.get("cuda_only", "")))
 
 
-def describe_catalog(unbuilt_options: Mapping[str, Collection[str]] | None = None) -> dict[str, Any]:
-    """The machine-readable catalog behind `retrain backends --json`; `unbuilt_options` names,
-    per backend, the options that loading refuses as not built yet
-    (retrain.validation.built.NOT_BUILT_OPTIONS), described with `built` false."""
+def describe_catalog() -> dict[str, Any]:
+    """The machine-readable catalog behind `retrain backends --json`; the options a definition
+    lists as not built are described with `built` false."""
     from retrain.backends.options import describe_schema
 
     def options(entry: BackendEntry) -> dict[str, dict[str, Any]]:
-        return describe_schema(entry.definition.option_schema or {}, (unbuilt_options or {}).get(entry.name, ()))
+        return describe_schema(entry.definition.option_schema or {}, entry.definition.not_built_options)
 
     return {
         "contracts": {"backend": contract.text(BACKEND_CONTRACT)},

@@ -2,7 +2,7 @@
 what the local backend can do and which options it takes."""
 
 from retrain.backends.catalog import BackendCapabilities, BackendDefinition
-from retrain.backends.options import LOCAL_OPTIONS
+from retrain.backends.local.schema import LOCAL_OPTIONS, NOT_BUILT
 from retrain.config.schema import (
     LOSS_AGGREGATIONS,
     MAX_ASYNC_LEVEL,
@@ -41,6 +41,7 @@ BACKEND = BackendDefinition(
     distribution="retrain-backends-local",
     capabilities=CAPABILITIES,
     option_schema=LOCAL_OPTIONS,
+    not_built_options=NOT_BUILT,
     dependency="torch",
     hint="pip install retrain-backends-local",
     contract=(1, 2),  # the backend contract this distribution was built against

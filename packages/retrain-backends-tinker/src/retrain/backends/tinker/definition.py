@@ -2,8 +2,22 @@
 what the Tinker service can do, what it cannot honour, and which options it takes."""
 
 from retrain.backends.catalog import BackendCapabilities, BackendDefinition, RefusedSetting
-from retrain.backends.options import TINKER_OPTIONS
+from retrain.backends.options import OptionSpec, bool_option, ge0, gt0, int_option, str_option
 from retrain.config.schema import LOSS_AGGREGATIONS
+
+TINKER_OPTIONS: dict[str, OptionSpec] = {
+    "api_key": str_option("", description="Tinker API key; empty = the TINKER_API_KEY environment variable. "
+                                       "Never written to logs, run_meta.json or config snapshots."),
+    "train_mlp": bool_option(True, "Train LoRA adapters on the MLP layers."),
+    "train_attn": bool_option(True, "Train LoRA adapters on the attention layers."),
+    "train_unembed": bool_option(True, "Train a LoRA adapter on the unembedding (output) layer."),
+    "call_timeout_s": OptionSpec(float, 600.0, validator=gt0,
+                                 description="Longest wait for one remote call (first calls compile: be generous)."),
+    "max_retries": int_option(3, description="Retries of an idempotent remote call (sample, save, load) after a "
+                                             "timeout, a 429 or a 5xx; forward_backward and optim_step are never resent."),
+    "retry_backoff_s": OptionSpec(float, 2.0, validator=ge0,
+                                  description="First retry delay, doubled at each retry."),
+}
 
 #: settings the service cannot honour: it samples and computes the loss itself
 REFUSED = (
