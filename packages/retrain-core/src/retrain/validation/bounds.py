@@ -11,6 +11,7 @@ from retrain.config.fields import all_fields, by_flat, get_value, parse_devices
 from retrain.config.schema import MAX_ASYNC_LEVEL, TrainConfig
 from retrain.validation.backend import backend_capabilities
 from retrain.validation.built import NOT_BUILT_TEXT
+from retrain.validation.environment import definition_of
 from retrain.validation.objective import check_objective
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -170,9 +171,11 @@ def _dapo(c: TrainConfig) -> list[ConfigIssue]:
         issues.append(ConfigIssue(f"{t.overlong_buffer} must be <= max_tokens ({t.max_tokens}): the penalty starts "
                                   "at max_tokens - overlong_buffer tokens", key=lab("overlong_buffer"),
                                   hint=f"overlong_buffer = {max(t.max_tokens // 4, 1)}"))
-    if t.overlong_buffer and c.environment.provider == "openenv":
-        issues.append(ConfigIssue(f"the overlong penalty of multi-turn episodes is {NOT_BUILT_TEXT} (OpenEnv episodes "
-                                  "are multi-turn; max_tokens bounds each turn, not the episode)",
+    provider = definition_of(c.environment.provider)
+    if t.overlong_buffer and provider is not None and provider.capabilities.turn_bounded_episodes:
+        issues.append(ConfigIssue(f"the overlong penalty of multi-turn episodes is {NOT_BUILT_TEXT} "
+                                  f"({provider.title or provider.name} episodes are multi-turn; max_tokens bounds "
+                                  "each turn, not the episode)",
                                   key=lab("overlong_buffer"), hint="overlong_buffer = 0"))
     if t.dynamic_sampling and t.tl_grpo:
         issues.append(ConfigIssue("cannot run with TL-GRPO: a TL-GRPO group trains on its turn-level advantages "

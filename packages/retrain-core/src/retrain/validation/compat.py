@@ -8,6 +8,7 @@ from collections.abc import Callable
 from retrain.advantages.delight.transform import check_keys as check_delight_keys
 from retrain.advantages.transform import mask_rho
 from retrain.registry.builtin import DELIGHT_TRANSFORMS
+from retrain.validation.environment import capabilities_of, providers_with
 from retrain.validation.preflight import Preflight
 
 
@@ -36,8 +37,9 @@ def _echo(flow: Preflight) -> None:
     elif not caps.supports_echo_shared_forward:
         flow.add("error", "compat",
                  f"[echo] needs a shared forward pass; backend {flow.backend!r} lacks it (use local or unsloth)")
-    if c.environment.provider not in ("verifiers", "openenv"):
-        flow.add("warning", "config", "[echo] is enabled but no verifiers/openenv environment "
+    if not capabilities_of(c.environment.provider).multi_turn:
+        multi_turn = "/".join(d.name for d in providers_with("multi_turn")) or "multi-turn"
+        flow.add("warning", "config", f"[echo] is enabled but no {multi_turn} environment "
                  "provides observation tokens; it will train nothing")
 
 

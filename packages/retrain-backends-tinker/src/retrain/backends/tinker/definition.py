@@ -59,6 +59,6 @@ BACKEND = BackendDefinition(
     option_schema=TINKER_OPTIONS,
     dependency="tinker",
     hint="pip install retrain-backends-tinker",
-    contract=(1, 0),  # the backend contract this distribution was built against
+    contract=(2, 0),  # the backend contract this distribution was built against
     probe="retrain.backends.tinker.doctor:probe",
 )

@@ -72,5 +72,5 @@ BACKEND = BackendDefinition(
     not_built_options=NOT_BUILT,
     dependency="unsloth",
     hint="pip install retrain-backends-unsloth (CUDA GPU required at run time)",
-    contract=(1, 0),  # the backend contract this distribution was built against
+    contract=(2, 0),  # the backend contract this distribution was built against
 )
