@@ -7,6 +7,7 @@ what it leaves out, and an unknown name gets those defaults too (its own error s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -48,9 +49,22 @@ def backend_capabilities(c: TrainConfig) -> BackendCapabilities:
     return capabilities_of(backend_entry(c))
 
 
-def backends_with(flag: str) -> list[str]:
-    """Installed backends that declare the capability `flag`, for messages that name them."""
-    return [e.name for e in catalog.all_entries() if e.installed and getattr(e.definition.capabilities, flag)]
+def backends_with(flag: str | Callable[[BackendCapabilities], bool]) -> list[str]:
+    """Installed backends that declare the capability `flag` (or pass that test), in catalog
+    order, for messages that name them."""
+    test = flag if callable(flag) else (lambda caps: bool(getattr(caps, flag)))
+    return [e.name for e in catalog.all_entries() if e.installed and test(e.definition.capabilities)]
+
+
+def listed(names: list[str], last: str = "or") -> str:
+    """`a, b or c`."""
+    return f"{', '.join(names[:-1])} {last} {names[-1]}" if len(names) > 1 else "".join(names)
+
+
+def or_backend(flag: str | Callable[[BackendCapabilities], bool], sep: str = ", or ") -> str:
+    """`, or backend = "<the first installed backend that can>"`; "" when none here can."""
+    names = backends_with(flag)
+    return f'{sep}backend = "{names[0]}"' if names else ""
 
 
 def check_backend(c: TrainConfig, entry: catalog.BackendEntry | None) -> tuple[dict[str, Any], list[ConfigIssue]]:
@@ -139,20 +153,22 @@ def _computed(backend: str, caps: BackendCapabilities, c: TrainConfig) -> list[C
         issues.append(ConfigIssue(
             f"{aggregation!r} is not built yet for backend {backend!r} (it computes "
             f"{', '.join(caps.loss_aggregations)})",
-            key="[training] loss_aggregation", hint='loss_aggregation = "token_mean" or backend = "local"'))
+            key="[training] loss_aggregation",
+            hint='loss_aggregation = "token_mean"' + or_backend(lambda k: aggregation in k.loss_aggregations, " or ")))
     mode = t.policy_loss_mode
     if mode not in caps.policy_losses and not caps.tensor_objectives and objective_in(c) is not None:
         issues.append(ConfigIssue(
             f"{mode!r} is not built yet for backend {backend!r} (it computes {', '.join(caps.policy_losses)})",
-            key="[training] policy_loss_mode", hint='policy_loss_mode = "standard", or backend = "local"'))
+            key="[training] policy_loss_mode",
+            hint='policy_loss_mode = "standard"' + or_backend(lambda k: mode in k.policy_losses or k.tensor_objectives)))
     if (level := t.importance_sampling_level) not in caps.ratio_levels:
         issues.append(ConfigIssue(
             f"{level!r} ratios are not built yet for backend {backend!r} (it computes "
             f"{', '.join(caps.ratio_levels)} ratios)", key="[training] importance_sampling_level",
-            hint='importance_sampling_level = "token", or backend = "local"'))
+            hint='importance_sampling_level = "token"' + or_backend(lambda k: level in k.ratio_levels)))
     if t.kl_coef > 0 and not caps.reference_kl:
         issues.append(ConfigIssue(
             f"the KL penalty to the reference policy is not available on backend {backend!r} (it cannot "
             f"compute the reference's logprobs)", key="[training] kl_coef",
-            hint='kl_coef = 0.0, or backend = "local"'))
+            hint="kl_coef = 0.0" + or_backend("reference_kl")))
     return issues

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from retrain.config.errors import ConfigIssue
 from retrain.config.fields import all_fields, by_flat, get_value, parse_devices
 from retrain.config.schema import MAX_ASYNC_LEVEL, TrainConfig
-from retrain.validation.backend import backend_capabilities
+from retrain.validation.backend import backend_capabilities, backends_with, listed
 from retrain.validation.built import NOT_BUILT_TEXT
 from retrain.validation.environment import definition_of
 from retrain.validation.objective import check_objective
@@ -193,7 +193,8 @@ def _inference(c: TrainConfig) -> list[ConfigIssue]:
                                   hint='url = "http://127.0.0.1:8000"'))
     issues += _async(c, server)
     if server and not caps.inference_servers:
-        issues.append(ConfigIssue(f"{inf.engine!r} samples for backend = local only (got {c.backend.backend!r})",
+        readers = listed(backends_with("inference_servers")) or "another backend"
+        issues.append(ConfigIssue(f"{inf.engine!r} samples for backend = {readers} only (got {c.backend.backend!r})",
                                   key=lab("inference_engine")))
     if server and str(c.backend.options.get("train_full_model", "false")).lower() in ("true", "1", "yes", "on"):
         issues.append(ConfigIssue(f"{inf.engine!r} with train_full_model = true is {NOT_BUILT_TEXT}: the server gets "
@@ -201,7 +202,8 @@ def _inference(c: TrainConfig) -> list[ConfigIssue]:
                                   "(vLLM's /collective_rpc, SGLang's /update_weights_from_disk) is not driven",
                                   key=lab("inference_engine"), hint='engine = "pytorch", or train LoRA'))
     if inf.importance_sampling_correction and not caps.sampler_correction:
-        issues.append(ConfigIssue("needs backend = local (the correction weights the local policy loss)",
+        correctors = listed(backends_with("sampler_correction")) or "one that applies it"
+        issues.append(ConfigIssue(f"needs backend = {correctors} (the correction weights the {correctors} policy loss)",
                                   key=lab("importance_sampling_correction")))
     return issues
 
@@ -287,7 +289,8 @@ def _optimizer_batch(c: TrainConfig) -> list[ConfigIssue]:
                 f"{item!r} is not allowed (allowed: {', '.join(OPTIMIZER_BATCH_ALLOWED_DIFFERENCES)})")
     if ob.capture or replay:
         checks = [
-            (backend_capabilities(c).optimizer_batch, "needs backend = local"),
+            (backend_capabilities(c).optimizer_batch,
+             f"needs backend = {listed(backends_with('optimizer_batch')) or 'one that captures optimizer batches'}"),
             (c.inference.engine == "pytorch", "needs engine = pytorch"),
             (len(parse_devices(c.backend.devices)) == 1, "needs exactly one device"),
             (t.max_steps == 1, "needs max_steps = 1"),
