@@ -9,6 +9,7 @@ import pytest
 
 from retrain.backends import catalog
 from retrain.backends.options import normalize_options
+from retrain.config.errors import ConfigError
 
 
 def test_builtin_capabilities_match_the_contract() -> None:
@@ -51,6 +52,30 @@ def test_dotted_plugin_hooks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     out, issues = normalize_options("mybackend_xyz.make", {"speed": "4"}, entry.definition.option_schema)
     assert out == {"speed": 4} and not issues
     sys.modules.pop("mybackend_xyz", None)
+
+
+def test_a_dotted_plugin_declares_the_settings_it_refuses(tmp_path: Path) -> None:
+    from retrain.validation.load import load_config
+
+    parsed = catalog._parse_capabilities({
+        "reports_sync_loss": True, "preserves_token_advantages": True, "supports_checkpoint_resume": False,
+        "resume_runtime_dependent": False,
+        "refused_settings": [{"key": "training.min_p", "why": "its sampler has no min_p"}, {"key": "nope", "why": "x"}]})
+    assert parsed is not None and [r.key for r in parsed.refused_settings] == ["training.min_p", "nope"]
+    (tmp_path / "refusing_xyz.py").write_text(
+        "RETRAIN_BACKEND_CAPABILITIES = {'reports_sync_loss': True, 'preserves_token_advantages': True,\n"
+        "  'supports_checkpoint_resume': False, 'resume_runtime_dependent': False,\n"
+        "  'refused_settings': [{'key': 'training.min_p', 'why': 'its sampler has no min_p'}, {'key': 'nope', 'why': 'x'}]}\n"
+        "def make(config):\n    raise RuntimeError\n")
+    (tmp_path / "c.toml").write_text(f"[plugins]\nsearch_paths = ['{tmp_path}']\n[backend]\nbackend = 'refusing_xyz.make'\n"
+                                    "[training]\nmin_p = 0.1\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path / "c.toml", [])
+    rendered = [i.render() for i in info.value.issues]
+    assert any('[training] min_p: cannot be set with backend = "refusing_xyz.make": its sampler has no min_p' in r
+               for r in rendered), rendered
+    assert any("declares a refused setting 'nope' that is no config key" in r for r in rendered), rendered
+    sys.modules.pop("refusing_xyz", None)
 
 
 def test_describe_catalog_is_json_ready() -> None:

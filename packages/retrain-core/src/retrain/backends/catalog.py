@@ -351,6 +351,8 @@ def _parse_capabilities(raw: Any) -> BackendCapabilities | None:
         reference_kl=bool(raw.get("reference_kl", False)),
         policy_losses=tuple(str(m) for m in raw.get("policy_losses", ("standard",))),
         ratio_levels=tuple(str(v) for v in raw.get("ratio_levels", ("token",))),
+        refused_settings=tuple(RefusedSetting(str(r["key"]), str(r["why"]), str(r.get("hint", "remove it")))
+                               for r in raw.get("refused_settings", ()) if isinstance(r, Mapping)),
         **_declared_flags(raw),
     )
 
@@ -400,6 +402,7 @@ def describe_catalog() -> dict[str, Any]:
             "capability_hooks": list(_CAPABILITY_HOOKS),
             "option_schema_hooks": list(_SCHEMA_HOOKS),
             "option_schema_format": "{key: {type|value_type, default, choices?, validator?, cuda_only?}}",
+            "refused_settings_format": "[{key: section.key, why, hint?}]",
         },
     }
 

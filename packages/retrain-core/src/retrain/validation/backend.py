@@ -129,7 +129,10 @@ def _service_rules(backend: str, caps: BackendCapabilities, c: TrainConfig) -> l
     address and rate limits) unless it reads them."""
     refused = [ConfigIssue(f"cannot be set with backend = \"{backend}\": {r.why}", key=spec.label, hint=r.hint)
                for r in caps.refused_settings
-               if (spec := by_dotted()[r.key]) and get_value(c, spec) != spec.default]
+               if (spec := by_dotted().get(r.key)) is not None and get_value(c, spec) != spec.default]
+    refused += [ConfigIssue(f"backend {backend!r} declares a refused setting {r.key!r} that is no config key",
+                            key="[backend] backend", hint="a key as section.key, e.g. training.min_p")
+                for r in caps.refused_settings if r.key not in by_dotted()]
     if caps.service_settings:
         return refused
     readers = " or ".join(f'backend = "{n}"' for n in backends_with("service_settings")) or "a service backend"
