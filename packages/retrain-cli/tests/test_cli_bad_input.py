@@ -91,7 +91,7 @@ def test_unsloth_without_a_cuda_gpu(cli, tmp_path: Path) -> None:  # type: ignor
 
 
 def test_backend_from_a_metadata_only_distribution(cli, fake_backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    fake_backend((1, 0), available=False, note="retrain-backends-foo ships its metadata only")
+    fake_backend((2, 0), available=False, note="retrain-backends-foo ships its metadata only")
     (tmp_path / "c.toml").write_text("[backend]\nbackend = 'foo'\n[training]\nmax_steps = 3\n")
     check(cli("c.toml"), "retrain-backends-foo ships its metadata only")
 
@@ -104,16 +104,16 @@ def test_backend_not_built(cli, tmp_path: Path) -> None:  # type: ignore[no-unty
 def test_backend_built_for_another_contract(cli, fake_backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from importlib import metadata
 
-    fake_backend((2, 0))
+    fake_backend((3, 0))
     (tmp_path / "c.toml").write_text("[backend]\nbackend = 'foo'\n[training]\nmax_steps = 3\n")
     res = cli("c.toml")
-    check(res, f"error: retrain-backends-foo 0.3.0 declares backend contract 2.0; retrain-core "
-               f"{metadata.version('retrain-core')} supports backend contract 1.0 to 1.2: upgrade retrain-core")
+    check(res, f"error: retrain-backends-foo 0.3.0 declares backend contract 3.0; retrain-core "
+               f"{metadata.version('retrain-core')} supports backend contract 2.0: upgrade retrain-core")
     assert len(res.stderr.strip().splitlines()) == 1, res.stderr
 
 
 def test_log_dir_holding_a_run_is_not_overwritten(cli, fake_backend, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    fake_backend((1, 0))  # any runnable backend: the check comes before the backend is created
+    fake_backend((2, 0))  # any runnable backend: the check comes before the backend is created
     logs = tmp_path / "logs"
     logs.mkdir()
     (logs / "metrics.jsonl").write_text('{"step": 0}\n')

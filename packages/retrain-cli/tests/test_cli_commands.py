@@ -157,13 +157,13 @@ def test_squeeze_explain(cli, tmp_path: Path) -> None:  # type: ignore[no-untype
 def test_backends_json(cli, fake_backend) -> None:  # type: ignore[no-untyped-def]
     from importlib import metadata
 
-    fake_backend((2, 0))
+    fake_backend((3, 0))
     data = json.loads(cli("backends", "--json").stdout)
     by_name = {b["name"]: b for b in data["builtins"]}
     for name in ("local", "tinker", "unsloth"):  # installed exactly when their distribution is
         installed = bool(metadata.entry_points(group="retrain.backends", name=name))
         assert by_name[name]["installed"] is installed, name
-        built_against = "1.2" if name == "local" else "1.0"  # 1.1: ChatTokenizer; 1.2: VersionedSampler
+        built_against = "2.0"  # 2.0: each definition states its own capabilities and options
         assert by_name[name]["contract"] == (built_against if installed else None), name
     local = bool(metadata.entry_points(group="retrain.backends", name="local"))
     assert by_name["local"]["status"] == ("available" if local else "not installed")
@@ -173,18 +173,18 @@ def test_backends_json(cli, fake_backend) -> None:  # type: ignore[no-untyped-de
     assert by_name["prime_rl"]["status"] == "not built yet in this version"
     assert "train_microbatch_size" in by_name["local"]["option_schema"]
     assert data["plugin"]["entry_point_group"] == "retrain.backends"
-    assert data["contracts"] == {"backend": "1.2", "environment": "1.1"}
+    assert data["contracts"] == {"backend": "2.0", "environment": "1.2"}
     (foo,) = data["entry_points"]
-    assert foo["distribution"] == "retrain-backends-foo" and foo["contract"] == "2.0"
-    assert foo["status"] == "unusable (see problem)" and "supports backend contract 1.0 to 1.2" in foo["problems"][0]
+    assert foo["distribution"] == "retrain-backends-foo" and foo["contract"] == "3.0"
+    assert foo["status"] == "unusable (see problem)" and "supports backend contract 2.0" in foo["problems"][0]
 
 
 def test_backends_text_shows_contracts(cli, fake_backend) -> None:  # type: ignore[no-untyped-def]
-    fake_backend((2, 0))
+    fake_backend((3, 0))
     out = cli("backends").stdout
-    assert out.startswith("Contracts: backend 1.0 to 1.2, environment 1.0 to 1.1 (retrain-core ")
-    assert "  foo       unusable (see problem)         [retrain-backends-foo, contract 2.0] (entry_point)" in out
-    assert "problem: retrain-backends-foo 0.3.0 declares backend contract 2.0;" in out
+    assert out.startswith("Contracts: backend 2.0, environment 1.0 to 1.2 (retrain-core ")
+    assert "  foo       unusable (see problem)         [retrain-backends-foo, contract 3.0] (entry_point)" in out
+    assert "problem: retrain-backends-foo 0.3.0 declares backend contract 3.0;" in out
     assert "Environments:" in out
 
 
@@ -248,9 +248,9 @@ def test_backends_say_what_is_not_built(cli) -> None:  # type: ignore[no-untyped
     assert "unsloth   not built yet" not in text and "tinker    not built yet" not in text
     if "unsloth   not installed" not in text:
         assert "runs here: no: no CUDA GPU found" in text or "runs here: yes" in text
-    from retrain.validation.built import NOT_BUILT_OPTIONS
+    from retrain.backends.catalog import definition_of
 
-    assert f"not built yet ({len(NOT_BUILT_OPTIONS['local'])}, refused when set), and why:" in text
+    assert f"not built yet ({len(definition_of('local').not_built_options)}, refused when set), and why:" in text
     local_text = text.split("\n  unsloth ")[0]
     for option in ("liger_kernel", "sample_kv_quantization", "train_unsloth_fused_ce"):
         assert len(re.findall(rf"\b{option}[,:]", local_text)) == 1, option  # listed once, with its reason

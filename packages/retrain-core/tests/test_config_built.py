@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from retrain.backends.catalog import builtin_definition
-from retrain.backends.options import BUILTIN_OPTION_SCHEMAS
+from retrain.backends.catalog import BUILTIN_BACKENDS, definition_of
 from retrain.config import ConfigError
 from retrain.config.fields import all_fields
 from retrain.config.schema import SECTIONS
-from retrain.validation.built import NOT_BUILT, NOT_BUILT_OPTIONS, refused_keys
+from retrain.validation.built import NOT_BUILT, refused_keys
 from retrain.validation.load import load_config
 
 PACKAGES = Path(__file__).resolve().parents[2]
@@ -268,8 +267,10 @@ def test_rejected_selectors_name_what_is_available_even_with_a_suggestion(tmp_pa
 # Sources that read the config without running anything: validation, the catalog of backend
 # metadata, dependency probes, the preflight checks, the run's config snapshot, and the CLI
 # (display and argument handling). A key read only there is not live.
+#: what declares keys and options rather than reading them: the config schema, the catalog, and
+#: each backend's definition and option schema (they name every option)
 NOT_RUNTIME = ("retrain-cli/", "/retrain/config/", "/retrain/backends/options.py", "/retrain/backends/catalog.py",
-               "/retrain/registry/", "/retrain/training/meta.py")
+               "/retrain/registry/", "/retrain/training/meta.py", "/definition.py", "/retrain/backends/local/schema.py")
 
 # Fields whose only readers are config-time code but that still change what a run does, each
 # with the reason. Empty today: every field is read where the run reads it. An entry needs a
@@ -311,7 +312,10 @@ def section_reads(tree: ast.Module) -> set[tuple[str, str]]:
 
 
 def string_constants(tree: ast.Module) -> set[str]:
-    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    """The strings and attribute names of a module: an option is read as `options["name"]`
+    or, through `LocalOptions`, as `options.name`."""
+    return ({n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+            | {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)})
 
 
 @pytest.fixture(scope="module")
@@ -336,13 +340,14 @@ def test_every_option_of_a_built_backend_is_read_or_refused(sources: list[tuple[
     for _, tree in sources:
         constants |= string_constants(tree)
     checked = 0
-    for backend, schema in BUILTIN_OPTION_SCHEMAS.items():
-        if not builtin_definition(backend).available:
+    for backend in BUILTIN_BACKENDS:
+        definition = definition_of(backend)
+        if not definition.available:
             continue  # the whole backend is refused (not built yet); its options cannot run
-        listed = NOT_BUILT_OPTIONS.get(backend, {})
-        silent = sorted(k for k in schema if k not in constants and k not in listed)
-        assert not silent, f"{backend} options read by nothing; list them in NOT_BUILT_OPTIONS: {silent}"
-        checked += len(schema)
+        listed = definition.not_built_options
+        silent = sorted(k for k in definition.option_schema or {} if k not in constants and k not in listed)
+        assert not silent, f"{backend} options read by nothing; list them in its definition's NOT_BUILT: {silent}"
+        checked += len(definition.option_schema or {})
     assert checked >= 40
 
 
@@ -361,14 +366,15 @@ def test_the_table_names_real_keys_and_options() -> None:
     for entry in NOT_BUILT:
         assert entry.where in dotted or entry.where in SECTIONS, entry.where
         assert entry.instead, entry.where
-    for backend, options in NOT_BUILT_OPTIONS.items():
-        assert set(options) <= set(BUILTIN_OPTION_SCHEMAS[backend]), backend
+    for backend in BUILTIN_BACKENDS:
+        definition = definition_of(backend)
+        assert set(definition.not_built_options) <= set(definition.option_schema or {}), backend
 
 
 def test_unavailable_backends_say_not_built() -> None:
-    d = builtin_definition("prime_rl")
+    d = definition_of("prime_rl")
     assert not d.available and NOT_BUILT_TEXT in d.note, d.note
-    assert builtin_definition("tinker").available and builtin_definition("unsloth").available
+    assert definition_of("tinker").available and definition_of("unsloth").available
 
 
 def test_several_devices_are_live_for_the_local_backend_and_refused_by_name_otherwise(tmp_path: Path) -> None:

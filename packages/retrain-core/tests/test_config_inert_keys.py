@@ -10,7 +10,7 @@ import pytest
 
 from retrain.advantages.algorithm import BUILTIN_ALGORITHMS
 from retrain.advantages.transform import BUILTIN_TRANSFORMS
-from retrain.backends.options import BUILTIN_OPTION_SCHEMAS
+from retrain.backends.catalog import definition_of
 from retrain.config.fields import all_fields
 from retrain.registry import builtin
 from retrain.validation.inert import INERT
@@ -113,12 +113,12 @@ def test_a_plugin_backend_marks_its_own_cuda_only_options(tmp_path: Path, monkey
 
 
 def test_the_local_backends_cuda_only_options() -> None:
-    marked = {name for name, spec in BUILTIN_OPTION_SCHEMAS["local"].items() if spec.cuda_only}
+    marked = {name for name, spec in definition_of("local").option_schema.items() if spec.cuda_only}
     assert marked == {"gradient_checkpointing", "gradient_checkpointing_use_reentrant",
                       "gradient_checkpointing_skip_last_n", "train_save_on_cpu", "train_save_on_cpu_pin_memory",
                       "train_save_on_cpu_min_numel", "cuda_empty_cache", "cuda_expandable_segments",
                       "sample_cuda_graphs", "train_compile_selective_ce", "train_compile_selective_ce_min_tokens"}
-    assert not [name for name, spec in BUILTIN_OPTION_SCHEMAS["unsloth"].items() if spec.cuda_only]
+    assert not [name for name, spec in definition_of("unsloth").option_schema.items() if spec.cuda_only]
 
 
 def test_plugins_decide_what_they_read(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from retrain.backends.catalog import _parse_capabilities, builtin_definition
+from retrain.backends.catalog import _parse_capabilities, definition_of
 from retrain.backends.objective import clip_band
 from retrain.config import ConfigError
 from retrain.config.schema import POLICY_LOSS_MODES, RATIO_LEVELS
@@ -92,9 +92,9 @@ def test_sequence_ratios_with_token_selection_are_refused(tmp_path: Path, mode: 
 
 def test_each_backend_lists_the_objectives_it_computes() -> None:
     for name in ("local", "unsloth"):
-        caps = builtin_definition(name).capabilities
+        caps = definition_of(name).capabilities
         assert caps.policy_losses == POLICY_LOSS_MODES and caps.ratio_levels == RATIO_LEVELS
-    tinker = builtin_definition("tinker").capabilities
+    tinker = definition_of("tinker").capabilities
     assert tinker.policy_losses == ("standard", "cispo") and tinker.ratio_levels == ("token",)
     assert tinker.as_dict()["policy_losses"] == ["standard", "cispo"]
     plugin = _parse_capabilities({"reports_sync_loss": True, "preserves_token_advantages": True,

@@ -90,14 +90,15 @@ def test_a_backend_that_declares_no_contract_is_refused(install_distribution) ->
 
 def test_a_builtin_name_takes_the_contract_its_distribution_declares(install_distribution) -> None:  # type: ignore[no-untyped-def]
     """A distribution registering a built-in name (the way retrain-backends-local does) is
-    checked too: the catalog keeps core's description but not the distribution's verdict."""
+    checked too: a contract core does not support makes it unusable."""
     if metadata.entry_points(group="retrain.backends", name="prime_rl"):
         pytest.skip("a real prime_rl backend is installed")
     install_distribution("retrain-backends-prime", "0.1.0",
                          {"retrain.backends": {"prime_rl": "prime_backend.definition:BACKEND"}},
                          {"prime_backend/definition.py": (
-                             "from retrain.backends.catalog import builtin_definition\n"
-                             "BACKEND = builtin_definition('prime_rl', contract=(9, 0))\n")})
+                             "from retrain.backends.catalog import BackendDefinition\n"
+                             "BACKEND = BackendDefinition('prime_rl', 'prime_backend.create:create',\n"
+                             "                            'retrain-backends-prime', contract=(9, 0))\n")})
     entry = catalog.lookup("prime_rl")
     assert entry is not None and entry.source == "builtin" and entry.installed
     assert not entry.runnable and "declares backend contract 9.0" in entry.definition.note

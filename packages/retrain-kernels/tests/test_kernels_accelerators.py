@@ -92,17 +92,6 @@ def test_selected_logprobs_records_its_path():
     assert kernel_metrics()["kernels/logprob_torch_calls"] == 1
 
 
-def test_local_backend_option_declares_the_switch():
-    from retrain.backends.options import LOCAL_OPTIONS, normalize_options
-
-    spec = LOCAL_OPTIONS["kernels"]
-    assert spec.default == "auto" and spec.choices == accelerators.MODES
-    options, issues = normalize_options("local", {"kernels": "torch"}, LOCAL_OPTIONS)
-    assert not issues and options["kernels"] == "torch"
-    _, issues = normalize_options("local", {"kernels": "cuda"}, LOCAL_OPTIONS)
-    assert issues
-
-
 def test_importing_the_package_imports_neither_torch_nor_triton():
     code = ("import sys, retrain.kernels, retrain.kernels.accelerators; "
             "print('torch' in sys.modules, 'triton' in sys.modules)")

@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from retrain.backends.options import BUILTIN_OPTION_SCHEMAS
+from retrain.backends import catalog
 from retrain.config.schema import TrainConfig
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -68,8 +68,9 @@ def config_toml(config: TrainConfig, header: str = "") -> str:
 
 
 def _set_options(backend: str, options: dict[str, Any]) -> dict[str, Any]:
-    """A built-in backend's options as loaded hold every schema default; keep those set."""
-    schema = BUILTIN_OPTION_SCHEMAS.get(backend, {})
+    """A registered backend's options as loaded hold every schema default; keep those set."""
+    entry = None if "." in backend or ":" in backend else catalog.lookup(backend)
+    schema = (entry.definition.option_schema if entry is not None else None) or {}
     return {k: v for k, v in options.items() if k not in schema or v != schema[k].default}
 
 

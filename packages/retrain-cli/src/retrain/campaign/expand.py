@@ -109,7 +109,7 @@ def _run_config(config: TrainConfig, label: str, name: str, seed: int, max_steps
     max_concurrent remote calls in flight across the parallel runs) unless the file names its own."""
     replace = msgspec.structs.replace
     backend = replace(config.backend, adapter_path=str(adapter_path))
-    if capabilities_of(backend_entry(config)).remote_service and not config.backend.throttle_dir:
+    if capabilities_of(backend_entry(config)).service_settings and not config.backend.throttle_dir:
         backend = replace(backend, throttle_dir=str(throttle))
     logging = replace(config.logging, log_dir=str(log_dir))
     if config.logging.wandb_project:

@@ -1,9 +1,10 @@
 """What each backend can do, where it comes from, and whether it is installed.
 
-Built-in backends are described here (capabilities, option schema, distribution) so that a
-config can be validated and explained on a machine where the backend's distribution is not
-installed. A distribution makes a backend runnable by registering a `BackendDefinition` in the
-`retrain.backends` entry-point group; third parties do the same for their own names.
+A distribution makes a backend known by registering a `BackendDefinition` in the
+`retrain.backends` entry-point group: its capabilities, its option schema, the options it
+refuses as not built yet; the built-in distributions do exactly what a third party does.
+Core holds no backend's facts, only `DISTRIBUTION_HINTS`: which distribution ships each
+built-in name, so a config naming one whose distribution is missing is told what to install.
 Loading an entry point imports only the small definition module, never torch, and checks the
 backend contract the definition declares against `BACKEND_CONTRACT`: a mismatch makes the
 backend unavailable with one line naming the distribution and both contracts.
@@ -12,27 +13,21 @@ backend unavailable with one line naming the distribution and both contracts.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import metadata
 from typing import Any, Literal
 
-from retrain.backends.options import BUILTIN_OPTION_SCHEMAS, OptionSchema, OptionSpec
+from retrain.backends.options import OptionSchema, OptionSpec
 from retrain.backends.protocol import BACKEND_CONTRACT
-from retrain.config.schema import (
-    LOSS_AGGREGATIONS,
-    MAX_ASYNC_LEVEL,
-    POLICY_LOSS_MODES,
-    RATIO_LEVELS,
-)
 from retrain.registry import contract
 from retrain.registry.contract import Contract
 
 ResumeMode = Literal["unsupported", "adapter_only", "exact"]
 ENTRY_POINT_GROUP = "retrain.backends"
 #: The capabilities that each answer one rule of config validation (retrain.validation)
-VALIDATION_FLAGS = ("multi_device", "remote_service", "full_token_distributions", "inference_servers",
+VALIDATION_FLAGS = ("multi_device", "service_settings", "samples_apart_from_training", "full_token_distributions", "inference_servers",
                     "sampler_correction", "ppo_clipping", "optimizer_batch", "exclusive_precisions",
                     "seeded_options", "strict_advantages", "local_devices", "sampler_truncation",
                     "max_async_level", "in_process_async", "tensor_objectives")
@@ -43,6 +38,16 @@ def _plain(value: Any) -> Any:
 
 
 @dataclass(frozen=True)
+class RefusedSetting:
+    """A setting a backend cannot honour: any value but the default is refused, with the line
+    `cannot be set with backend = "<name>": <why>` and `hint`. `key` is dotted ("training.min_p")."""
+
+    key: str
+    why: str
+    hint: str = "remove it"
+
+
+@dataclass(frozen=True, kw_only=True)
 class BackendCapabilities:
     reports_sync_loss: bool = True
     preserves_token_advantages: bool = False
@@ -61,10 +66,14 @@ class BackendCapabilities:
     # Each flag below answers one validation rule; the defaults are what a plugin backend gets.
     # trains one policy on several [backend] devices (torchrun, FSDP2)
     multi_device: bool = False
-    # a remote service samples and trains: it reads [model] base_url and [backend] throttle_dir
-    # and max_concurrent, samples from saved weights apart from those that train (so
-    # max_async_level needs no inference server), and cannot honour local sampling or LoRA settings
-    remote_service: bool = False
+    # reads [model] base_url and [backend] throttle_dir and max_concurrent (a service's address
+    # and its rate limits); any other backend refuses them
+    service_settings: bool = False
+    # samples from saved weights apart from those that train, so max_async_level needs no
+    # inference server
+    samples_apart_from_training: bool = False
+    # settings it cannot honour, refused at load with its own reason
+    refused_settings: tuple[RefusedSetting, ...] = ()
     # the trainer sees each token's full distribution (uncertainty_kind = "shannon_entropy")
     full_token_distributions: bool = True
     # an [inference] engine server (vllm, sglang, openai) samples for it
@@ -112,6 +121,7 @@ class BackendCapabilities:
             "policy_losses": list(self.policy_losses),
             "ratio_levels": list(self.ratio_levels),
             **{name: _plain(getattr(self, name)) for name in VALIDATION_FLAGS},
+            "refused_settings": [{"key": r.key, "why": r.why, "hint": r.hint} for r in self.refused_settings],
         }
 
     def summary(self) -> str:
@@ -146,6 +156,9 @@ class BackendDefinition:
     distribution: str
     capabilities: BackendCapabilities = PLUGIN_DEFAULT_CAPABILITIES
     option_schema: OptionSchema | None = None
+    #: options of `option_schema` that nothing reads yet: option -> (what, instead); a value
+    #: that asks for the feature is refused as not built yet (retrain.validation.built)
+    not_built_options: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     dependency: str = ""
     hint: str = ""
     available: bool = True
@@ -160,69 +173,34 @@ class BackendDefinition:
     probe: str = ""
 
 
-_BUILTIN = {
-    "local": BackendDefinition(
-        name="local",
-        factory="retrain.backends.local.create:create_backend",
-        distribution="retrain-backends-local",
-        # exact: checkpoints hold weights, optimizer state and every RNG stream
-        capabilities=BackendCapabilities(True, True, True, False, "exact", True, LOSS_AGGREGATIONS,
-                                         reference_kl=True, policy_losses=POLICY_LOSS_MODES,
-                                         ratio_levels=RATIO_LEVELS, multi_device=True, inference_servers=True,
-                                         sampler_correction=True, ppo_clipping=True, optimizer_batch=True,
-                                         seeded_options=("strict_deterministic",), local_devices=True,
-                                         sampler_truncation=True, max_async_level=MAX_ASYNC_LEVEL,
-                                         in_process_async=True, tensor_objectives=True),
-        dependency="torch",
-        hint="pip install retrain-backends-local",
-    ),
-    "unsloth": BackendDefinition(
-        name="unsloth",
-        factory="retrain.backends.unsloth.create:create_backend",
-        distribution="retrain-backends-unsloth",
-        # token_mean only: the other loss aggregations are not built yet for unsloth; its
-        # policy losses are the local backend's (it trains through LocalBackend.policy_gradients)
-        capabilities=BackendCapabilities(True, True, True, False, "adapter_only", True,
-                                         policy_losses=POLICY_LOSS_MODES, ratio_levels=RATIO_LEVELS,
-                                         ppo_clipping=True, local_devices=True, tensor_objectives=True,
-                                         exclusive_precisions=("load_in_4bit", "load_in_8bit", "load_in_16bit")),
-        dependency="unsloth",
-        hint="pip install retrain-backends-unsloth (CUDA GPU required at run time)",
-    ),
-    "tinker": BackendDefinition(
-        name="tinker",
-        factory="retrain.backends.tinker.create:create_backend",
-        distribution="retrain-backends-tinker",
-        # exact and runtime-dependent: weights and optimizer state live in the service's
-        # checkpoints (save_state / load_state_with_optimizer), sampling seeds derive from the
-        # batch; a resume needs the service to still hold the checkpoint. Every aggregation:
-        # its per-token weights are folded into the advantages (tinker/loss.py). Policy losses:
-        # those the service computes (ppo for a clipped standard, cispo), token-level ratios only
-        capabilities=BackendCapabilities(True, True, True, True, "exact", False, LOSS_AGGREGATIONS,
-                                         policy_losses=("standard", "cispo"), remote_service=True,
-                                         full_token_distributions=False, ppo_clipping=True),
-        dependency="tinker",
-        hint="pip install retrain-backends-tinker",
-    ),
-    "prime_rl": BackendDefinition(
-        name="prime_rl",
-        factory="retrain.backends.prime.create:create_backend",
-        distribution="retrain-backends-prime",
-        capabilities=BackendCapabilities(False, False, True, False, "adapter_only", False, strict_advantages=True),
-        dependency="prime_rl",
-        hint="no retrain distribution ships the PRIME-RL bridge yet",
-        available=False,
-        note="the PRIME-RL bridge is not built yet in this version; use backend = \"local\"",
-    ),
+@dataclass(frozen=True)
+class DistributionHint:
+    """Where a built-in backend name comes from, for a machine that lacks its distribution."""
+
+    distribution: str
+    hint: str
+    #: "" when the distribution ships it; otherwise why it is not built yet and what to use
+    not_built: str = ""
+
+
+#: The built-in names and the distribution that ships each: the only backend facts core holds.
+DISTRIBUTION_HINTS: dict[str, DistributionHint] = {
+    "local": DistributionHint("retrain-backends-local", "pip install retrain-backends-local"),
+    "unsloth": DistributionHint("retrain-backends-unsloth",
+                                "pip install retrain-backends-unsloth (CUDA GPU required at run time)"),
+    "tinker": DistributionHint("retrain-backends-tinker", "pip install retrain-backends-tinker"),
+    "prime_rl": DistributionHint("retrain-backends-prime", "no retrain distribution ships the PRIME-RL bridge yet",
+                                 not_built="the PRIME-RL bridge is not built yet in this version; "
+                                           "use backend = \"local\""),
 }
-BUILTIN_BACKENDS: tuple[str, ...] = tuple(_BUILTIN)
+BUILTIN_BACKENDS: tuple[str, ...] = tuple(DISTRIBUTION_HINTS)
 
 
-def builtin_definition(name: str, **changes: Any) -> BackendDefinition:
-    """The core description of a built-in backend with `changes` applied; used by the
-    backend distributions' entry points so capabilities and schemas live in one place."""
-    base = _BUILTIN[name]
-    return replace(base, option_schema=BUILTIN_OPTION_SCHEMAS[name], **changes)
+def missing_definition(name: str) -> BackendDefinition:
+    """What core knows of a built-in name whose distribution is not installed: where to get it."""
+    hint = DISTRIBUTION_HINTS[name]
+    return BackendDefinition(name=name, factory="", distribution=hint.distribution, hint=hint.hint,
+                             available=not hint.not_built, note=hint.not_built)
 
 
 @dataclass(frozen=True)
@@ -269,19 +247,24 @@ def _load_entry(name: str) -> tuple[BackendDefinition | None, list[str]]:
 def lookup(name: str) -> BackendEntry | None:
     """Catalog entry of a built-in or entry-point backend name; None when unknown."""
     loaded, problems = _load_entry(name)
-    if name in _BUILTIN:
-        base = builtin_definition(name)
-        if loaded is not None:
-            base = replace(base, factory=loaded.factory, serving=loaded.serving, probe=loaded.probe,
-                           available=loaded.available and base.available, note=loaded.note or base.note,
-                           contract=loaded.contract)
-        return BackendEntry(name, base, "builtin", installed=loaded is not None, problems=problems)
+    if name in DISTRIBUTION_HINTS:
+        definition = loaded if loaded is not None else missing_definition(name)
+        return BackendEntry(name, definition, "builtin", installed=loaded is not None, problems=problems)
     if loaded is not None:
         return BackendEntry(name, loaded, "entry_point", installed=True, problems=problems)
     if problems:
         stub = BackendDefinition(name=name, factory="", distribution="?", available=False)
         return BackendEntry(name, stub, "entry_point", installed=True, problems=problems)
     return None
+
+
+def definition_of(name: str) -> BackendDefinition:
+    """The definition of a built-in or registered backend name (KeyError when unknown): its
+    distribution's when installed, else what `DISTRIBUTION_HINTS` says of it."""
+    entry = lookup(name)
+    if entry is None:
+        raise KeyError(name)
+    return entry.definition
 
 
 def entry_for(name: str, options: Mapping[str, Any]) -> BackendEntry | None:
@@ -292,7 +275,7 @@ def entry_for(name: str, options: Mapping[str, Any]) -> BackendEntry | None:
 
 
 def all_entries() -> list[BackendEntry]:
-    names = list(BUILTIN_BACKENDS) + [n for n in entry_point_names() if n not in _BUILTIN]
+    names = list(BUILTIN_BACKENDS) + [n for n in entry_point_names() if n not in DISTRIBUTION_HINTS]
     return [e for n in names if (e := lookup(n)) is not None]
 
 
@@ -368,6 +351,8 @@ def _parse_capabilities(raw: Any) -> BackendCapabilities | None:
         reference_kl=bool(raw.get("reference_kl", False)),
         policy_losses=tuple(str(m) for m in raw.get("policy_losses", ("standard",))),
         ratio_levels=tuple(str(v) for v in raw.get("ratio_levels", ("token",))),
+        refused_settings=tuple(RefusedSetting(str(r["key"]), str(r["why"]), str(r.get("hint", "remove it")))
+                               for r in raw.get("refused_settings", ()) if isinstance(r, Mapping)),
         **_declared_flags(raw),
     )
 
@@ -398,14 +383,13 @@ def _parse_option_spec(raw: Any) -> OptionSpec:
                       validator=fields.get("validator"), cuda_only=str(fields.get("cuda_only", "")))
 
 
-def describe_catalog(unbuilt_options: Mapping[str, Collection[str]] | None = None) -> dict[str, Any]:
-    """The machine-readable catalog behind `retrain backends --json`; `unbuilt_options` names,
-    per backend, the options that loading refuses as not built yet
-    (retrain.validation.built.NOT_BUILT_OPTIONS), described with `built` false."""
+def describe_catalog() -> dict[str, Any]:
+    """The machine-readable catalog behind `retrain backends --json`; the options a definition
+    lists as not built are described with `built` false."""
     from retrain.backends.options import describe_schema
 
     def options(entry: BackendEntry) -> dict[str, dict[str, Any]]:
-        return describe_schema(entry.definition.option_schema or {}, (unbuilt_options or {}).get(entry.name, ()))
+        return describe_schema(entry.definition.option_schema or {}, entry.definition.not_built_options)
 
     return {
         "contracts": {"backend": contract.text(BACKEND_CONTRACT)},
@@ -418,6 +402,7 @@ def describe_catalog(unbuilt_options: Mapping[str, Collection[str]] | None = Non
             "capability_hooks": list(_CAPABILITY_HOOKS),
             "option_schema_hooks": list(_SCHEMA_HOOKS),
             "option_schema_format": "{key: {type|value_type, default, choices?, validator?, cuda_only?}}",
+            "refused_settings_format": "[{key: section.key, why, hint?}]",
         },
     }
 

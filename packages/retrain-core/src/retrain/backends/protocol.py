@@ -18,7 +18,11 @@ from retrain.types import Completion, Datum, SamplingParams, TrainOutput
 #: backend definition declares the contract it was built against and is checked against this
 #: one when it is loaded (retrain.registry.contract). Bump the minor for an addition existing
 #: backends need not implement, the major for any change they must follow.
-BACKEND_CONTRACT: Contract = (1, 2)  # 1.1 added the optional ChatTokenizer, 1.2 VersionedSampler and LeaderSampler
+#: 1.1 added the optional ChatTokenizer, 1.2 VersionedSampler and LeaderSampler. 2.0: a definition
+#: states every fact of its backend (core supplies none to the built-in names), `BackendCapabilities`
+#: takes keywords only, and its `remote_service` became the behaviours `service_settings`,
+#: `samples_apart_from_training` and `refused_settings`; `not_built_options` was added.
+BACKEND_CONTRACT: Contract = (2, 0)
 
 
 @runtime_checkable

@@ -42,5 +42,10 @@ def lookup(name: str) -> EnvironmentEntry | None:
     return EnvironmentEntry(name, definition, distribution, problems)
 
 
+def names() -> tuple[str, ...]:
+    """The provider names registered here."""
+    return entry_points.names(ENTRY_POINT_GROUP)
+
+
 def all_entries() -> list[EnvironmentEntry]:
     return [e for n in entry_points.names(ENTRY_POINT_GROUP) if (e := lookup(n)) is not None]

@@ -28,7 +28,33 @@ if TYPE_CHECKING:
 #: (retrain-envs never did); one that does gets a TypeError naming the field.
 #: 1.1 added, all optional: `Segment.overlap`, `Turn.observation_mask`, and retrain.rollout.stitch for
 #: environments that report each turn's whole prompt.
-ENVIRONMENT_CONTRACT: Contract = (1, 1)
+#: 1.2 added `EnvironmentDefinition.capabilities` and `title` (defaults: what a provider that
+#: declares nothing gets).
+ENVIRONMENT_CONTRACT: Contract = (1, 2)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvironmentCapabilities:
+    """What a provider does, asked by config validation instead of its name."""
+
+    #: its episodes are multi-turn, so [echo] has observations to train on with it
+    multi_turn: bool = False
+    #: its episodes carry the observation tokens [echo] trains on
+    observation_tokens: bool = False
+    #: replays an episode in a fresh session from its seed (what [training] tl_grpo needs)
+    replays_episodes: bool = False
+    #: max_tokens bounds each turn, not the episode: the overlong penalty is not built for it
+    turn_bounded_episodes: bool = False
+    #: reads [environment] max_episode_tokens (caps a multi-turn episode's tokens)
+    episode_token_cap: bool = False
+    #: what limits an episode instead, said when max_episode_tokens is set, and the hint then
+    episode_limit: str = ""
+    episode_limit_hint: str = "remove it"
+    #: [environment] id must be a URL with one of these schemes (() = any id), described as
+    id_schemes: tuple[str, ...] = ()
+    id_form: str = ""
+    #: [environment] rollout_buffer_size is built for it
+    rollout_buffer: bool = True
 
 
 @dataclass(frozen=True)
@@ -47,6 +73,9 @@ class EnvironmentDefinition:
     available: bool = True
     note: str = ""
     contract: Contract | None = None
+    capabilities: EnvironmentCapabilities = EnvironmentCapabilities()
+    #: how messages name it ("" = its name)
+    title: str = ""
 
 
 @runtime_checkable

@@ -7,18 +7,28 @@ what it leaves out, and an unknown name gets those defaults too (its own error s
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 from retrain.backends import catalog
 from retrain.backends.catalog import BackendCapabilities
 from retrain.backends.options import normalize_options
 from retrain.config.errors import ConfigIssue
+from retrain.config.fields import FieldSpec, all_fields, get_value
 from retrain.config.schema import TrainConfig
 from retrain.plugins.resolve import is_dotted
 from retrain.validation.mode import available_hint
 from retrain.validation.objective import objective_in
 
 _TRUE = ("true", "1", "yes", "on")
+#: what a backend declaring `service_settings` reads: a service's address and rate limits
+SERVICE_SETTINGS = ("model.base_url", "backend.throttle_dir", "backend.max_concurrent")
+
+
+@cache
+def by_dotted() -> dict[str, FieldSpec]:
+    return {spec.dotted: spec for spec in all_fields()}
 
 
 def backend_entry(c: TrainConfig) -> catalog.BackendEntry | None:
@@ -39,9 +49,22 @@ def backend_capabilities(c: TrainConfig) -> BackendCapabilities:
     return capabilities_of(backend_entry(c))
 
 
-def builtins_with(flag: str) -> list[str]:
-    """Built-in backends that declare the capability `flag`, for messages that name them."""
-    return [n for n in catalog.BUILTIN_BACKENDS if getattr(catalog.builtin_definition(n).capabilities, flag)]
+def backends_with(flag: str | Callable[[BackendCapabilities], bool]) -> list[str]:
+    """Installed backends that declare the capability `flag` (or pass that test), in catalog
+    order, for messages that name them."""
+    test = flag if callable(flag) else (lambda caps: bool(getattr(caps, flag)))
+    return [e.name for e in catalog.all_entries() if e.installed and test(e.definition.capabilities)]
+
+
+def listed(names: list[str], last: str = "or") -> str:
+    """`a, b or c`."""
+    return f"{', '.join(names[:-1])} {last} {names[-1]}" if len(names) > 1 else "".join(names)
+
+
+def or_backend(flag: str | Callable[[BackendCapabilities], bool], sep: str = ", or ") -> str:
+    """`, or backend = "<the first installed backend that can>"`; "" when none here can."""
+    names = backends_with(flag)
+    return f'{sep}backend = "{names[0]}"' if names else ""
 
 
 def check_backend(c: TrainConfig, entry: catalog.BackendEntry | None) -> tuple[dict[str, Any], list[ConfigIssue]]:
@@ -53,6 +76,8 @@ def check_backend(c: TrainConfig, entry: catalog.BackendEntry | None) -> tuple[d
         known = [*catalog.BUILTIN_BACKENDS, *catalog.entry_point_names()]
         return options, [ConfigIssue(f"unknown backend {b.backend!r}", key="[backend] backend",
                                      hint=available_hint(b.backend, _runnable(known), guesses=known))]
+    if not entry.installed and entry.source == "builtin":
+        return options, []  # its facts ship with its distribution; dependency_warnings names it
     caps = entry.definition.capabilities
     options = implied_precision(options, caps.exclusive_precisions)
     normalized, issues = normalize_options(b.backend, options, entry.definition.option_schema)
@@ -100,39 +125,20 @@ def _option_rules(backend: str, options: dict[str, Any], caps: BackendCapabiliti
 
 
 def _service_rules(backend: str, caps: BackendCapabilities, c: TrainConfig) -> list[ConfigIssue]:
-    """A remote service refuses what it cannot honour; any other backend, the keys only a
-    remote service reads."""
-    if caps.remote_service:
-        return _remote_service_refusals(backend, c)
-    b, defaults = c.backend, TrainConfig()
-    readers = " or ".join(f'backend = "{n}"' for n in builtins_with("remote_service"))
-    return [ConfigIssue(f"is read only by {readers} (this config trains on {backend!r})", key=key, hint="remove it")
-            for key, value, default in (("[model] base_url", c.model.base_url, defaults.model.base_url),
-                                        ("[backend] throttle_dir", b.throttle_dir, defaults.backend.throttle_dir),
-                                        ("[backend] max_concurrent", b.max_concurrent,
-                                         defaults.backend.max_concurrent))
-            if value != default]
-
-
-def _remote_service_refusals(backend: str, c: TrainConfig) -> list[ConfigIssue]:
-    """Settings the Tinker service cannot honour: it samples and computes the loss itself."""
-    t, defaults = c.training, TrainConfig()
-    refused = (
-        ("[inference] engine", c.inference.engine, defaults.inference.engine,
-         "the service samples; inference engines serve the local backend", "remove it"),
-        ("[inference] importance_sampling_correction", c.inference.importance_sampling_correction, False,
-         "the sampler-mismatch correction is built for the local backend only", "remove it"),
-        ("[training] min_p", t.min_p, defaults.training.min_p,
-         "the Tinker sampler has no min_p", "remove it; top_p and top_k work"),
-        ("[training] clip_ratio_c", t.clip_ratio_c, defaults.training.clip_ratio_c,
-         "Tinker's ppo loss has no dual clip", "remove it"),
-        ("[lora] alpha", c.lora.alpha, defaults.lora.alpha,
-         "the service chooses LoRA alpha", "remove it; [model] lora_rank sets the rank"),
-        ("[lora] dropout", c.lora.dropout, defaults.lora.dropout,
-         "the service trains without LoRA dropout", "remove it"),
-    )
-    return [ConfigIssue(f"cannot be set with backend = \"{backend}\": {why}", key=key, hint=hint)
-            for key, value, default, why, hint in refused if value != default]
+    """The settings the backend declares it cannot honour; the service settings (a service's
+    address and rate limits) unless it reads them."""
+    refused = [ConfigIssue(f"cannot be set with backend = \"{backend}\": {r.why}", key=spec.label, hint=r.hint)
+               for r in caps.refused_settings
+               if (spec := by_dotted().get(r.key)) is not None and get_value(c, spec) != spec.default]
+    refused += [ConfigIssue(f"backend {backend!r} declares a refused setting {r.key!r} that is no config key",
+                            key="[backend] backend", hint="a key as section.key, e.g. training.min_p")
+                for r in caps.refused_settings if r.key not in by_dotted()]
+    if caps.service_settings:
+        return refused
+    readers = " or ".join(f'backend = "{n}"' for n in backends_with("service_settings")) or "a service backend"
+    return refused + [ConfigIssue(f"is read only by {readers} (this config trains on {backend!r})", key=spec.label,
+                                  hint="remove it")
+                      for spec in map(by_dotted().__getitem__, SERVICE_SETTINGS) if get_value(c, spec) != spec.default]
 
 
 def _precision_rule(options: dict[str, Any], caps: BackendCapabilities) -> list[ConfigIssue]:
@@ -150,20 +156,22 @@ def _computed(backend: str, caps: BackendCapabilities, c: TrainConfig) -> list[C
         issues.append(ConfigIssue(
             f"{aggregation!r} is not built yet for backend {backend!r} (it computes "
             f"{', '.join(caps.loss_aggregations)})",
-            key="[training] loss_aggregation", hint='loss_aggregation = "token_mean" or backend = "local"'))
+            key="[training] loss_aggregation",
+            hint='loss_aggregation = "token_mean"' + or_backend(lambda k: aggregation in k.loss_aggregations, " or ")))
     mode = t.policy_loss_mode
     if mode not in caps.policy_losses and not caps.tensor_objectives and objective_in(c) is not None:
         issues.append(ConfigIssue(
             f"{mode!r} is not built yet for backend {backend!r} (it computes {', '.join(caps.policy_losses)})",
-            key="[training] policy_loss_mode", hint='policy_loss_mode = "standard", or backend = "local"'))
+            key="[training] policy_loss_mode",
+            hint='policy_loss_mode = "standard"' + or_backend(lambda k: mode in k.policy_losses or k.tensor_objectives)))
     if (level := t.importance_sampling_level) not in caps.ratio_levels:
         issues.append(ConfigIssue(
             f"{level!r} ratios are not built yet for backend {backend!r} (it computes "
             f"{', '.join(caps.ratio_levels)} ratios)", key="[training] importance_sampling_level",
-            hint='importance_sampling_level = "token", or backend = "local"'))
+            hint='importance_sampling_level = "token"' + or_backend(lambda k: level in k.ratio_levels)))
     if t.kl_coef > 0 and not caps.reference_kl:
         issues.append(ConfigIssue(
             f"the KL penalty to the reference policy is not available on backend {backend!r} (it cannot "
             f"compute the reference's logprobs)", key="[training] kl_coef",
-            hint='kl_coef = 0.0, or backend = "local"'))
+            hint="kl_coef = 0.0" + or_backend("reference_kl")))
     return issues

@@ -9,8 +9,9 @@ from collections.abc import Callable
 from retrain.config.errors import ConfigIssue
 from retrain.config.fields import all_fields, by_flat, get_value, parse_devices
 from retrain.config.schema import MAX_ASYNC_LEVEL, TrainConfig
-from retrain.validation.backend import backend_capabilities
+from retrain.validation.backend import backend_capabilities, backends_with, listed
 from retrain.validation.built import NOT_BUILT_TEXT
+from retrain.validation.environment import definition_of
 from retrain.validation.objective import check_objective
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -170,9 +171,11 @@ def _dapo(c: TrainConfig) -> list[ConfigIssue]:
         issues.append(ConfigIssue(f"{t.overlong_buffer} must be <= max_tokens ({t.max_tokens}): the penalty starts "
                                   "at max_tokens - overlong_buffer tokens", key=lab("overlong_buffer"),
                                   hint=f"overlong_buffer = {max(t.max_tokens // 4, 1)}"))
-    if t.overlong_buffer and c.environment.provider == "openenv":
-        issues.append(ConfigIssue(f"the overlong penalty of multi-turn episodes is {NOT_BUILT_TEXT} (OpenEnv episodes "
-                                  "are multi-turn; max_tokens bounds each turn, not the episode)",
+    provider = definition_of(c.environment.provider)
+    if t.overlong_buffer and provider is not None and provider.capabilities.turn_bounded_episodes:
+        issues.append(ConfigIssue(f"the overlong penalty of multi-turn episodes is {NOT_BUILT_TEXT} "
+                                  f"({provider.title or provider.name} episodes are multi-turn; max_tokens bounds "
+                                  "each turn, not the episode)",
                                   key=lab("overlong_buffer"), hint="overlong_buffer = 0"))
     if t.dynamic_sampling and t.tl_grpo:
         issues.append(ConfigIssue("cannot run with TL-GRPO: a TL-GRPO group trains on its turn-level advantages "
@@ -190,7 +193,8 @@ def _inference(c: TrainConfig) -> list[ConfigIssue]:
                                   hint='url = "http://127.0.0.1:8000"'))
     issues += _async(c, server)
     if server and not caps.inference_servers:
-        issues.append(ConfigIssue(f"{inf.engine!r} samples for backend = local only (got {c.backend.backend!r})",
+        readers = listed(backends_with("inference_servers")) or "another backend"
+        issues.append(ConfigIssue(f"{inf.engine!r} samples for backend = {readers} only (got {c.backend.backend!r})",
                                   key=lab("inference_engine")))
     if server and str(c.backend.options.get("train_full_model", "false")).lower() in ("true", "1", "yes", "on"):
         issues.append(ConfigIssue(f"{inf.engine!r} with train_full_model = true is {NOT_BUILT_TEXT}: the server gets "
@@ -198,7 +202,8 @@ def _inference(c: TrainConfig) -> list[ConfigIssue]:
                                   "(vLLM's /collective_rpc, SGLang's /update_weights_from_disk) is not driven",
                                   key=lab("inference_engine"), hint='engine = "pytorch", or train LoRA'))
     if inf.importance_sampling_correction and not caps.sampler_correction:
-        issues.append(ConfigIssue("needs backend = local (the correction weights the local policy loss)",
+        correctors = listed(backends_with("sampler_correction")) or "one that applies it"
+        issues.append(ConfigIssue(f"needs backend = {correctors} (the correction weights the {correctors} policy loss)",
                                   key=lab("importance_sampling_correction")))
     return issues
 
@@ -212,7 +217,7 @@ def _async(c: TrainConfig, server: bool) -> list[ConfigIssue]:
     issues: list[ConfigIssue] = []
     full = str(c.backend.options.get("train_full_model", "false")).lower() in ("true", "1", "yes", "on")
     # a remote service samples from saved sampler weights, apart from the ones that train
-    if not server and not caps.remote_service and not caps.in_process_async:
+    if not server and not caps.samples_apart_from_training and not caps.in_process_async:
         issues.append(ConfigIssue(f'needs an inference server: backend {c.backend.backend!r} samples in-process '
                                   "from the very weights that train", key=key,
                                   hint='engine = "vllm" with url = ..., or max_async_level = 0'))
@@ -284,7 +289,8 @@ def _optimizer_batch(c: TrainConfig) -> list[ConfigIssue]:
                 f"{item!r} is not allowed (allowed: {', '.join(OPTIMIZER_BATCH_ALLOWED_DIFFERENCES)})")
     if ob.capture or replay:
         checks = [
-            (backend_capabilities(c).optimizer_batch, "needs backend = local"),
+            (backend_capabilities(c).optimizer_batch,
+             f"needs backend = {listed(backends_with('optimizer_batch')) or 'one that captures optimizer batches'}"),
             (c.inference.engine == "pytorch", "needs engine = pytorch"),
             (len(parse_devices(c.backend.devices)) == 1, "needs exactly one device"),
             (t.max_steps == 1, "needs max_steps = 1"),

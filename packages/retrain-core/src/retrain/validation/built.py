@@ -7,20 +7,21 @@ its feature (`_asks_for`): its default is accepted (a normalised option table, s
 campaign validates each condition with, spells every default out), and so is false for a
 switch, which states what this version does. Nothing is accepted and then ignored: a test walks every
 schema field and every option of a built backend and fails when one is neither read by
-runtime code nor listed here. When a feature is built, its lines leave these tables.
+runtime code nor listed here or in its definition. When a feature is built, its lines leave these tables.
 
-Backends that are not built (unsloth, prime_rl) are marked in their catalog
-definitions (`available=False`) and refused when a run starts; `explain` still previews them.
+A backend's options that nothing reads yet are listed by its definition (`not_built_options`,
+retrain.backends.catalog); a backend that is not built at all is marked `available=False` and
+refused when a run starts; `explain` still previews it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from retrain.backends.options import BUILTIN_OPTION_SCHEMAS
+from retrain.backends import catalog
 from retrain.config.errors import ConfigIssue
 from retrain.config.fields import (
     CoerceError,
@@ -84,73 +85,6 @@ NOT_BUILT: tuple[NotBuilt, ...] = (
     NotBuilt("plugins.strict", "lenient plugin loading", "remove it; a plugin that fails to load is always an error"),
 )
 
-_OFFLOAD = ("activation offload to CPU memory", "remove it; lower train_microbatch_size to save memory")
-_FUSED_CE = ("the fused cross-entropy path", 'remove it; kernels = "auto" picks the selected-token logprob kernel')
-_UNSLOTH_CE = ("Unsloth's fused cross-entropy (unsloth_zoo's kernel on cut-cross-entropy runs on CUDA GPUs only, so "
-               "it cannot be built and tested without one)",
-               'remove it; kernels = "auto" picks the selected-token logprob kernel')
-_LIGER = ("Liger's kernels (liger-kernel: Triton kernels for CUDA and ROCm GPUs, patched into each model family's "
-          "modules before the model loads; not integrated, retrain's own kernels cover the logprob and LoRA paths)",
-          "remove it; kernels = \"auto\" picks retrain's own Triton kernels")
-_OSCAR = ("OScaR KV-cache quantization (it loads a checkout of the OScaR research repository, sample_oscar_repo, "
-          "that no package index ships, and runs flash-attn's flash_attn_with_kvcache, a CUDA-only kernel)",
-          "remove it; sample_use_cache keeps a full-precision KV cache")
-_FAST = ("Unsloth's vLLM generation (fast_inference)",
-         'remove it; sampling runs retrain\'s engine in Unsloth\'s inference mode, or [inference] engine = "vllm"')
-
-#: The local backend's memory policy (retrain.backends.local.memory): built there, not for unsloth.
-_MEMORY_POLICY: dict[str, tuple[str, str]] = {
-    "train_save_on_cpu": _OFFLOAD,
-    "train_save_on_cpu_pin_memory": _OFFLOAD,
-    "train_save_on_cpu_min_numel": _OFFLOAD,
-    "cuda_empty_cache": ("emptying the CUDA cache between phases", "remove it"),
-}
-
-#: Options of the training path shared by local and unsloth that nothing reads yet.
-_TRAIN_SHARED_NOT_BUILT: dict[str, tuple[str, str]] = {
-    "train_selective_suffix_logits": ("completion-only logits", "remove it"),
-    "train_supervised_context_tokens": ("supervised context-token masking", "remove it"),
-    "train_unsloth_fused_ce": _UNSLOTH_CE,
-    "train_unsloth_fused_ce_target_gb": _UNSLOTH_CE,
-    "train_unsloth_fused_ce_torch_compile": _UNSLOTH_CE,
-    "train_compile_selective_ce": _FUSED_CE,
-    "train_compile_selective_ce_min_tokens": _FUSED_CE,
-    "liger_kernel": _LIGER,
-    "liger_fused_linear_ce": _LIGER,
-}
-
-#: [backend.options] of built backends that nothing reads yet: backend -> option -> (what, instead).
-#: The shared training options the local backend builds (its training path: micro-batches, logits)
-_LOCAL_TRAIN_BUILT = ("train_selective_suffix_logits", "train_supervised_context_tokens", "train_compile_selective_ce",
-                      "train_compile_selective_ce_min_tokens")
-
-NOT_BUILT_OPTIONS: dict[str, dict[str, tuple[str, str]]] = {
-    "local": {
-        **{k: v for k, v in _TRAIN_SHARED_NOT_BUILT.items() if k not in _LOCAL_TRAIN_BUILT},
-        "sample_kv_quantization": _OSCAR,
-        "sample_oscar_repo": _OSCAR,
-        "sample_oscar_bits": _OSCAR,
-        "sample_oscar_quant_mode": _OSCAR,
-        "sample_oscar_group_size": _OSCAR,
-        "sample_oscar_kv_rotation": _OSCAR,
-        "sample_oscar_kv_norm": _OSCAR,
-        "sample_oscar_residual_block_size": _OSCAR,
-        "sample_oscar_attn_implementation": _OSCAR,
-        "cudnn_causal_conv1d_shim": ("the cuDNN causal-conv1d shim (cuDNN's conv1d standing in for causal-conv1d "
-                                     "in Qwen3.5's layers)", "remove it; Qwen3.5's conv1d runs causal-conv1d where "
-                                     "installed, else transformers' torch reference"),
-    },
-    "unsloth": {
-        **_TRAIN_SHARED_NOT_BUILT,
-        **_MEMORY_POLICY,
-        "qwen35_gated_delta_kernel": ("the Qwen3.5 gated-delta kernel choice", "remove it"),
-        "qwen35_gated_delta_chunk_size": ("the Qwen3.5 gated-delta chunk size", "remove it"),
-        "fast_inference": _FAST,
-        "gpu_memory_utilization": _FAST,
-        "float8_kv_cache": _FAST,
-    },
-}
-
 @cache
 def _entries() -> dict[str, tuple[FieldSpec, NotBuilt]]:
     """Dotted key -> (field, entry), with section entries expanded to each of their keys."""
@@ -182,8 +116,14 @@ def live_values(dotted: str, names: Sequence[str]) -> list[str]:
     return [n for n in names if not entry.refuses(spec, n)]
 
 
+def not_built_options(backend: str) -> Mapping[str, tuple[str, str]]:
+    """The options its definition refuses as not built yet ({} for an unknown or missing backend)."""
+    entry = None if is_dotted(backend) else catalog.lookup(backend)
+    return entry.definition.not_built_options if entry is not None else {}
+
+
 def option_built(backend: str, option: str) -> bool:
-    return option not in NOT_BUILT_OPTIONS.get(backend, {})
+    return option not in not_built_options(backend)
 
 
 def check_built(c: TrainConfig) -> list[ConfigIssue]:
@@ -195,8 +135,9 @@ def check_built(c: TrainConfig) -> list[ConfigIssue]:
             errors.append(ConfigIssue(f"{entry.what.format(value=value)} is {NOT_BUILT_TEXT}", key=spec.label,
                                       hint=entry.instead))
     backend, options = c.backend.backend, c.backend.options
-    schema = BUILTIN_OPTION_SCHEMAS.get(backend, {})
-    for key, (what, instead) in NOT_BUILT_OPTIONS.get(backend, {}).items():
+    found = None if is_dotted(backend) else catalog.lookup(backend)
+    schema = (found.definition.option_schema if found is not None else None) or {}
+    for key, (what, instead) in not_built_options(backend).items():
         if key in options and _asks_for(options[key], schema[key].value_type, schema[key].default):
             errors.append(ConfigIssue(f"{what} is {NOT_BUILT_TEXT}", key=f"[backend.options] {key}", hint=instead))
     return errors

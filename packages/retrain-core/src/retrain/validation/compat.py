@@ -8,6 +8,8 @@ from collections.abc import Callable
 from retrain.advantages.delight.transform import check_keys as check_delight_keys
 from retrain.advantages.transform import mask_rho
 from retrain.registry.builtin import DELIGHT_TRANSFORMS
+from retrain.validation.backend import backends_with, listed
+from retrain.validation.environment import capabilities_of, providers_with
 from retrain.validation.preflight import Preflight
 
 
@@ -23,7 +25,11 @@ def _token_advantages(flow: Preflight) -> None:
                  f"{p.condition} gives each token its own advantage, but backend {flow.backend!r} keeps "
                  "one advantage per completion (preserves_token_advantages = false); use "
                  'transform_mode = "none" (or algorithm_mode grpo_none / maxrl_none / reinforce_pp_none) '
-                 "or a token-preserving backend such as local, unsloth or tinker")
+                 f"or a token-preserving backend such as {listed(backends_with('preserves_token_advantages'))}")
+
+
+def _echo_backends() -> str:
+    return listed(backends_with(lambda k: k.preserves_token_advantages and k.supports_echo_shared_forward))
 
 
 def _echo(flow: Preflight) -> None:
@@ -32,12 +38,13 @@ def _echo(flow: Preflight) -> None:
         return
     if not caps.preserves_token_advantages:
         flow.add("error", "compat", f"[echo] needs a backend with token advantages and a shared forward pass; "
-                 f"{flow.backend!r} has neither (use local or unsloth)")
+                 f"{flow.backend!r} has neither (use {_echo_backends()})")
     elif not caps.supports_echo_shared_forward:
         flow.add("error", "compat",
-                 f"[echo] needs a shared forward pass; backend {flow.backend!r} lacks it (use local or unsloth)")
-    if c.environment.provider not in ("verifiers", "openenv"):
-        flow.add("warning", "config", "[echo] is enabled but no verifiers/openenv environment "
+                 f"[echo] needs a shared forward pass; backend {flow.backend!r} lacks it (use {_echo_backends()})")
+    if not capabilities_of(c.environment.provider).multi_turn:
+        multi_turn = "/".join(d.name for d in providers_with("multi_turn")) or "multi-turn"
+        flow.add("warning", "config", f"[echo] is enabled but no {multi_turn} environment "
                  "provides observation tokens; it will train nothing")
 
 

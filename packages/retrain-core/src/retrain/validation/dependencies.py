@@ -61,10 +61,9 @@ def dependency_warnings(config: TrainConfig) -> list[str]:
         needs.append(("reward type 'math'", COMPONENTS["math"]))
     if config.planning.detector == "semantic":
         needs.append(("planning detector 'semantic'", COMPONENTS["semantic"]))
-    if config.environment.provider == "verifiers":
-        needs.append(("environment provider 'verifiers'", COMPONENTS["verifiers"]))
-    if config.environment.provider == "openenv":
-        needs.append(("environment provider 'openenv'", COMPONENTS["openenv"]))
+    provider = config.environment.provider
+    if provider in builtin.ENVIRONMENT_PROVIDERS:  # a built-in provider: COMPONENTS says what it imports
+        needs.append((f"environment provider {provider!r}", COMPONENTS[provider]))
     for tracker in config.logging.tracker_names():
         if tracker in builtin.TRACKERS:
             needs.append((f"tracker {tracker!r}", COMPONENTS[tracker]))

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 
+from retrain.backends import catalog
 from retrain.config.fields import FieldSpec, all_fields
 from retrain.config.schema import SECTIONS
-from retrain.validation.built import NOT_BUILT_OPTIONS, not_built_doc
+from retrain.validation.built import not_built_doc
 from retrain.validation.inert import inert_doc
 
 HEADER = """\
@@ -82,9 +83,9 @@ def render_markdown() -> str:
                  "`retrain backends --json` lists every option with `\"built\"`.\n")
     parts.append("| backend | option | what |")
     parts.append("|---|---|---|")
-    for backend, options in NOT_BUILT_OPTIONS.items():
-        for option, (what, _) in options.items():
-            parts.append(f"| `{backend}` | `{option}` | {_escape(what)} |")
+    for entry in catalog.all_entries():  # the installed distributions' definitions
+        for option, (what, _) in entry.definition.not_built_options.items():
+            parts.append(f"| `{entry.name}` | `{option}` | {_escape(what)} |")
     parts.append("")
     return "\n".join(parts)
 

@@ -12,7 +12,13 @@ from retrain.config.schema import TrainConfig
 from retrain.plugins.resolve import is_dotted
 from retrain.registry import builtin
 from retrain.registry.entry_points import names as entry_point_names
-from retrain.validation.backend import backend_entry, capabilities_of, check_backend
+from retrain.validation.backend import (
+    backend_entry,
+    backends_with,
+    capabilities_of,
+    check_backend,
+    or_backend,
+)
 from retrain.validation.built import NOT_BUILT_TEXT, live_values
 from retrain.validation.environment import check_environment
 from retrain.validation.mode import available_hint, check_selector, runtime_names
@@ -34,7 +40,7 @@ def check_several_devices(c: TrainConfig, devices: list[str], caps: BackendCapab
     one = 'one device, e.g. devices = "gpu:0"'
     if not caps.multi_device:
         issues.append(ConfigIssue(f"training on several devices with backend {c.backend.backend!r} is {NOT_BUILT_TEXT}",
-                                  key=key, hint=f'{one}, or backend = "local"'))
+                                  key=key, hint=one + or_backend("multi_device")))
     if len({d == "cpu" for d in devices}) > 1:
         issues.append(ConfigIssue(f"mixes the CPU and GPUs ({', '.join(devices)})", key=key,
                                   hint='all "cpu" or all gpu:N'))
@@ -146,10 +152,16 @@ def _selectors(c: TrainConfig, caps: BackendCapabilities) -> list[ConfigIssue]:
     if c.algorithm.uncertainty_kind == "shannon_entropy" and (engine != "pytorch" or not caps.full_token_distributions):
         here = [k for k in builtin.UNCERTAINTY_KINDS if k != "shannon_entropy"]
         issues.append(ConfigIssue(
-            "shannon_entropy needs the pytorch inference engine on a non-tinker backend "
+            f"shannon_entropy needs the pytorch inference engine on a {_without_distributions()}backend "
             "(full token distributions)", key="[algorithm] uncertainty_kind",
             hint=f"available here: {', '.join(here)}; or a dotted path"))
     return issues
 
 
 __all__ = ["check_runtime", "entry_point_names"]
+
+
+def _without_distributions() -> str:
+    """`non-<name> ` for the installed backends that see no full token distributions."""
+    names = backends_with(lambda k: not k.full_token_distributions)
+    return f"non-{'/'.join(names)} " if names else ""

@@ -3,7 +3,7 @@ cache after each sample and train call, gradient checkpointing (reentrant or not
 layers left out) and offloading the activations autograd saves to CPU memory.
 
 Each is a `[backend.options]` key (docs/backends.md); on the CPU none of them changes anything
-and loading warns so (`cuda_only` in retrain.backends.options.LOCAL_OPTIONS).
+and loading warns so (`cuda_only` in retrain.backends.local.schema.LOCAL_OPTIONS).
 """
 
 from __future__ import annotations

@@ -1,107 +1,51 @@
-"""`[backend.options]` of the local backend as one typed value, read once when it is built.
+"""`[backend.options]` of the local backend as one value, read once when it is built.
 
 Options arrive normalised (`retrain.backends.options.normalize_options`: every key of
-`LOCAL_OPTIONS`, coerced and validated at load). A variant's schema (unsloth's) lacks some of
-these keys; an absent key takes the default below, which equals `LOCAL_OPTIONS`'s. Keys this
-backend does not read are ignored. Each field bears its option's name.
+`LOCAL_OPTIONS`, coerced and validated at load). `LocalOptions` derives from that schema: it
+holds each option the backend builds (`LOCAL_OPTIONS` less `NOT_BUILT`), read as the schema's
+type, and an option it was not given takes the schema's default. A variant's schema
+(unsloth's) lacks some of these keys; those take the defaults too. Keys it does not hold are
+ignored. Attributes bear the options' names: `options.train_full_model`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import field, make_dataclass
+from typing import TYPE_CHECKING, Any
 
-from retrain.backends.options import expandable_mode
+from retrain.backends.local.schema import LOCAL_OPTIONS, NOT_BUILT, expandable_mode
 
-
-@dataclass(frozen=True)
-class LocalOptions:
-    strict_deterministic: bool = False
-    cpu_threads: int = 0  # 0: the CPUs this process may use
-    trust_remote_code: bool = False
-    # memory (CUDA; retrain.backends.local.memory)
-    cuda_expandable_segments: str = "auto"  # off, auto or on (`expandable_mode`)
-    cuda_empty_cache: bool = True
-    train_save_on_cpu: bool = False
-    train_save_on_cpu_pin_memory: bool = True
-    train_save_on_cpu_min_numel: int = 0
-    gradient_checkpointing: bool = True
-    gradient_checkpointing_use_reentrant: str = "auto"
-    gradient_checkpointing_skip_last_n: int = 0
-    # what trains
-    train_full_model: bool = False
-    lora_target_modules: str = ""
-    lora_layers_to_transform: str = ""
-    lora_layers_pattern: str = "layers"
-    lora_freeze_a: bool = False
-    lora_detach_input: bool = False
-    lora_fast_linear: bool = True  # retrain.kernels' fused LoRA linear; false: peft's own forward
-    kernels: str = "auto"
-    # training passes (retrain.backends.local.micro, .logprobs)
-    train_microbatch_size: int = 0  # 0: the whole batch
-    train_microbatch_token_budget: int = 0  # 0: no cap
-    train_sft_microbatch_token_budget: int = 0  # 0: train_microbatch_token_budget
-    train_padding_free: str = "auto"  # auto, true or false
-    train_logprob_chunk_size: int = 0  # 0: the kernels' default
-    train_selective_suffix_logits: bool = True
-    train_supervised_context_tokens: int = 0  # 0: every token before the first trained one
-    train_compile_selective_ce: str = "off"  # off, auto or require
-    train_compile_selective_ce_min_tokens: int = 128
-    train_base_dtype: str = "auto"  # auto, bfloat16 or float32
-    # sampling
-    sample_merged_lora: str = "auto"
-    sample_use_cache: bool = True
-    sample_decoder: str = "auto"
-    sample_cuda_graphs: bool = True
-    # model families' kernels (retrain.models: qwen35)
-    qwen35_gated_delta_kernel: str = "auto"
-    qwen35_gated_delta_chunk_size: str = "auto"
-
-    @classmethod
-    def read(cls, options: Mapping[str, Any]) -> LocalOptions:
-        """The options given in `options`, each coerced as `READERS` says; defaults for the rest.
-        ValueError for a `cuda_expandable_segments` that is not a mode (normalisation refuses it)."""
-        return cls(**{key: coerce(options[key]) for key, coerce in READERS.items() if key in options})
+#: the options the local backend reads, in the schema's order
+BUILT: tuple[str, ...] = tuple(name for name in LOCAL_OPTIONS if name not in NOT_BUILT)
+#: readers other than the schema's type: the value the backend acts on
+_READ_AS: dict[str, Callable[[Any], Any]] = {"cuda_expandable_segments": expandable_mode}
 
 
-#: each option's coercion, by key (the key is a field's name); every field has one. Written out
-#: rather than derived from the fields: these names are how the check that every option is read
-#: (test_config_built) finds the local backend's options.
-READERS: dict[str, Callable[[Any], Any]] = {
-    "strict_deterministic": bool,
-    "cpu_threads": int,
-    "trust_remote_code": bool,
-    "cuda_expandable_segments": expandable_mode,
-    "cuda_empty_cache": bool,
-    "train_save_on_cpu": bool,
-    "train_save_on_cpu_pin_memory": bool,
-    "train_save_on_cpu_min_numel": int,
-    "gradient_checkpointing": bool,
-    "gradient_checkpointing_use_reentrant": str,
-    "gradient_checkpointing_skip_last_n": int,
-    "train_full_model": bool,
-    "lora_target_modules": str,
-    "lora_layers_to_transform": str,
-    "lora_layers_pattern": str,
-    "lora_freeze_a": bool,
-    "lora_detach_input": bool,
-    "lora_fast_linear": bool,
-    "kernels": str,
-    "train_microbatch_size": int,
-    "train_microbatch_token_budget": int,
-    "train_sft_microbatch_token_budget": int,
-    "train_padding_free": str,
-    "train_logprob_chunk_size": int,
-    "train_selective_suffix_logits": bool,
-    "train_supervised_context_tokens": int,
-    "train_compile_selective_ce": str,
-    "train_compile_selective_ce_min_tokens": int,
-    "train_base_dtype": str,
-    "sample_merged_lora": str,
-    "sample_use_cache": bool,
-    "sample_decoder": str,
-    "sample_cuda_graphs": bool,
-    "qwen35_gated_delta_kernel": str,
-    "qwen35_gated_delta_chunk_size": str,
-}
+def reader(name: str) -> Callable[[Any], Any]:
+    """How option `name` is read: its schema type, or the parser that gives its meaning."""
+    return _READ_AS.get(name, LOCAL_OPTIONS[name].value_type)
+
+
+def _read(cls: Any, options: Mapping[str, Any]) -> Any:
+    """The options given in `options`, each read as `reader` says; defaults for the rest.
+    ValueError for a `cuda_expandable_segments` that is not a mode (normalisation refuses it)."""
+    return cls(**{name: reader(name)(options[name]) for name in BUILT if name in options})
+
+
+if TYPE_CHECKING:
+    class LocalOptions:
+        """The built options as attributes (a frozen dataclass made from the schema)."""
+
+        def __init__(self, **options: Any) -> None: ...
+        def __getattr__(self, name: str) -> Any: ...
+        @classmethod
+        def read(cls, options: Mapping[str, Any]) -> LocalOptions: ...
+else:
+    # one field per built option, its type and default the schema's: frozen, compared by value
+    LocalOptions = make_dataclass(
+        "LocalOptions",
+        [(name, LOCAL_OPTIONS[name].value_type, field(default=reader(name)(LOCAL_OPTIONS[name].default)))
+         for name in BUILT],
+        frozen=True, namespace={"read": classmethod(_read)})
+    LocalOptions.__module__ = __name__  # pickled by name (torchrun workers, spawn)

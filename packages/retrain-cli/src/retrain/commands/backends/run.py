@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import textwrap
+from collections.abc import Mapping
 
 from retrain.backends.catalog import BackendEntry, all_entries, describe_catalog
 from retrain.backends.protocol import BACKEND_CONTRACT
 from retrain.environments import catalog as environments
 from retrain.environments.protocol import ENVIRONMENT_CONTRACT
 from retrain.registry.contract import distribution_version, supported_text, text
-from retrain.validation.built import NOT_BUILT_OPTIONS, option_built
 
 INDENT = " " * 12
 
@@ -30,7 +30,7 @@ def run(as_json: bool) -> None:
 
 
 def _print_json() -> None:
-    data = describe_catalog(NOT_BUILT_OPTIONS)
+    data = describe_catalog()
     data["contracts"]["environment"] = text(ENVIRONMENT_CONTRACT)
     data["environments"] = [_describe_environment(e) for e in environments.all_entries()]
     from retrain.commands.doctor.probe import unsloth_here
@@ -57,14 +57,14 @@ def _backend_lines(entry: BackendEntry) -> list[str]:
     schema = d.option_schema or {}
     lines.append(f"            options: {len(schema)} (`retrain backends --json` lists them)" if schema
                  else "            options: none")
-    unbuilt = [k for k in schema if not option_built(entry.name, k)]
+    unbuilt = [k for k in schema if k in d.not_built_options]
     if d.available and unbuilt:
         lines.append(f"{INDENT}not built yet ({len(unbuilt)}, refused when set), and why:")
-        lines += _unbuilt_lines(NOT_BUILT_OPTIONS[entry.name], unbuilt)
+        lines += _unbuilt_lines(d.not_built_options, unbuilt)
     return lines
 
 
-def _unbuilt_lines(table: dict[str, tuple[str, str]], unbuilt: list[str]) -> list[str]:
+def _unbuilt_lines(table: Mapping[str, tuple[str, str]], unbuilt: list[str]) -> list[str]:
     """The unbuilt options grouped by the feature (and reason) that leaves them unbuilt."""
     by_what: dict[str, list[str]] = {}
     for key in unbuilt:

@@ -91,7 +91,8 @@ class TrainingConfig(Section):
         LossAggregation,
         F("How per-token policy losses sum to the step's loss: token_mean (over every sampled token "
           "of the step; TRL dapo), seq_mean_token_mean (TRL grpo), seq_mean_token_sum, constant "
-          "(divide by completions x max_tokens; Dr. GRPO). Non-default values need backend = local or tinker."),
+          "(divide by completions x max_tokens; Dr. GRPO). Non-default values need a backend that computes "
+          "them (`retrain backends` lists each one's loss aggregations)."),
     ] = "token_mean"
     kl_coef: Annotated[
         float,
