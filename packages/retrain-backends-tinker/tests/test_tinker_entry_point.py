@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import time
 from importlib import metadata
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -88,3 +89,25 @@ def test_doctor_probe_asks_from_a_child_and_imports_no_torch() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.split() == ["False", "True", "False"], out.stdout + out.stderr[-2000:]
     assert KEY not in out.stdout + out.stderr
+
+
+def test_resume_check_reads_the_service_record_through_the_definition(tmp_path: Path) -> None:
+    """A checkpoint folder holding the backend's record (no weights) is checked by the
+    backend's own `check_record`, reached from core's resume preflight through the catalog."""
+    import json
+
+    from retrain.backends.tinker.record import CHECKPOINT
+    from retrain.training.resume_check import check_resume
+    from retrain.training.state import TrainerState, write_state
+
+    folder = tmp_path / "adapters" / "checkpoint_step_2"
+    folder.mkdir(parents=True)
+    write_state(tmp_path, TrainerState(step=1, checkpoint_name="checkpoint_step_2", checkpoint_path=str(folder)))
+    (folder / CHECKPOINT).write_text(json.dumps({"state_path": "tinker://run-1/state/2", "base_model": "m",
+                                                 "service": "http://127.0.0.1:1"}))
+    report = check_resume(tmp_path, max_steps=4).to_dict()
+    assert report["ok"] and report["remote_state"] == "tinker://run-1/state/2", report
+    assert [i["code"] for i in report["issues"]] == ["remote_checkpoint"]
+    (folder / CHECKPOINT).write_text(json.dumps({"state_path": "/not/remote"}))
+    report = check_resume(tmp_path, max_steps=4).to_dict()
+    assert not report["ok"] and "names no tinker:// state" in report["issues"][0]["message"], report

@@ -42,10 +42,6 @@ ALLOWED: dict[str, tuple[frozenset[str], str]] = {
     "config/migrate.py": (frozenset({"prime_rl"}), "the legacy [backend] prime_rl_* keys it migrates"),
     "rewards/judge/scorer.py": (frozenset({"verifiers"}), "the judge client named after the verifiers package"),
     "rewards/create.py": (frozenset({"verifiers"}), "retrain.rewards.verifiers, the math-verify reward module"),
-    "training/resume_check.py": (frozenset({"tinker"}),
-                                 "the tinker:// remote-checkpoint record in core's checkpoint layout (io.layout); "
-                                 "not yet moved to retrain-backends-tinker"),
-    "io/layout.py": (frozenset({"tinker"}), "TINKER_CHECKPOINT, the remote-checkpoint record's file name"),
 }
 
 

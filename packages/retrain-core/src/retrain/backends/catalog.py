@@ -171,6 +171,21 @@ class BackendDefinition:
     #: backend's remote service answers and what it serves ({answers, error | models, ...});
     #: "" when there is nothing remote to probe
     probe: str = ""
+    #: the file a checkpoint folder of this backend holds in place of weights (a record of
+    #: where a remote service keeps them); "" when its checkpoints hold the weights
+    checkpoint_record: str = ""
+    #: `module:attr` of a torch-free `(folder) -> RecordCheck` that `retrain resume-check`
+    #: calls on a folder holding `checkpoint_record`
+    check_record: str = ""
+
+
+@dataclass(frozen=True)
+class RecordCheck:
+    """What a backend's `check_record` found in a checkpoint folder: facts for the report and
+    findings as (level, code, message), level one of error / warning / info."""
+
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    findings: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)

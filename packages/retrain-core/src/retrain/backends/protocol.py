@@ -21,8 +21,9 @@ from retrain.types import Completion, Datum, SamplingParams, TrainOutput
 #: 1.1 added the optional ChatTokenizer, 1.2 VersionedSampler and LeaderSampler. 2.0: a definition
 #: states every fact of its backend (core supplies none to the built-in names), `BackendCapabilities`
 #: takes keywords only, and its `remote_service` became the behaviours `service_settings`,
-#: `samples_apart_from_training` and `refused_settings`; `not_built_options` was added.
-BACKEND_CONTRACT: Contract = (2, 0)
+#: `samples_apart_from_training` and `refused_settings`; `not_built_options` was added. 2.1 added
+#: `checkpoint_record` and `check_record` (a checkpoint that is a record of remote state).
+BACKEND_CONTRACT: Contract = (2, 1)
 
 
 @runtime_checkable

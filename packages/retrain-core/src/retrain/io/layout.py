@@ -66,8 +66,6 @@ LIVE_ADAPTER = "_live_adapter"
 PUBLISHED_ADAPTERS = "_published"
 #: inside a checkpoint: the published versions that batches sampled ahead draw from
 SAMPLER_VERSIONS = "sampler_versions.safetensors"
-#: a remote backend's checkpoint folder: the service paths of its state (the Tinker backend)
-TINKER_CHECKPOINT = "tinker_checkpoint.json"
 
 
 def eval_problems_name(step: int) -> str:

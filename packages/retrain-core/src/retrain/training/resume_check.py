@@ -1,8 +1,8 @@
 """Preflight of a resume: can `retrain --resume LOGDIR` continue this run, and from where?
 
 Checks the log directory, trainer_state.json, the checkpoint it names (complete: weights,
-optimizer, RNG streams, metadata; for the Tinker backend, a record naming the service-side
-state), the steps left, log rows that a resume will drop, and
+optimizer, RNG streams, metadata; for a backend whose service keeps the weights, the record its
+definition names, checked by that backend), the steps left, log rows that a resume will drop, and
 whether the run is still alive. Issues carry a code, a severity and a message.
 
 Given the config the resume will run with, the checks use its `max_steps` (else the one
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from retrain.config.schema import TrainConfig
-from retrain.io.layout import METRICS, PID, RUN_META, TINKER_CHECKPOINT
+from retrain.io.layout import METRICS, PID, RUN_META
 from retrain.io.log import read_jsonl
 from retrain.training.rundir import holds_run
 from retrain.training.state import STATE_FILE, StateError, read_state
@@ -142,8 +142,12 @@ def _check_checkpoint(result: Check, d: Path, ref: str) -> None:
     path = Path(ref) if Path(ref).exists() else d / ref
     if not path.exists():
         result.add("error", "checkpoint_missing", f"checkpoint {ref} does not exist")
-    elif (path / TINKER_CHECKPOINT).exists():
-        _check_remote_record(result, path)
+    elif (record := _record_checker(path)) is not None:
+        result.facts["checkpoint_path"] = str(path)
+        found = record(path)
+        result.facts.update(found.facts)
+        for level, code, message in found.findings:
+            result.add(level, code, message)
     else:
         missing = [f for f in CHECKPOINT_FILES if not (path / f).exists()]
         weights = _has_weights(path)
@@ -162,24 +166,16 @@ def _check_later_rows(result: Check, d: Path, phase: str, phase_step: int) -> No
                    f"{len(later)} logged rows after the checkpoint will be dropped and recomputed")
 
 
-def _check_remote_record(result: Check, path: Path) -> None:
-    """A Tinker checkpoint folder: a record of where the service keeps the weights and the
-    optimizer state (`save_state`). Complete when the record names that state; whether the
-    service still holds it shows only when the resumed run loads it."""
-    result.facts["checkpoint_path"] = str(path)
-    try:
-        record = json.loads((path / TINKER_CHECKPOINT).read_text())
-        state = str(record["state_path"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        result.add("error", "checkpoint_incomplete", f"{path / TINKER_CHECKPOINT} is unreadable: {exc}")
-        return
-    if not state.startswith("tinker://"):
-        result.add("error", "checkpoint_incomplete", f"{path / TINKER_CHECKPOINT} names no tinker:// state")
-        return
-    result.facts.update({"remote_state": state, "base_model": record.get("base_model")})
-    result.add("info", "remote_checkpoint",
-               f"weights and optimizer state are {state} on the Tinker service ({record.get('service', '?')}); "
-               "the resumed run restores them with load_state_with_optimizer")
+def _record_checker(path: Path) -> Any:
+    """The `check_record` of the installed backend whose checkpoint record `path` holds, or None."""
+    from retrain.backends.catalog import all_entries
+    from retrain.registry.core import load_target
+
+    for entry in all_entries():
+        d = entry.definition
+        if entry.installed and d.checkpoint_record and d.check_record and (path / d.checkpoint_record).exists():
+            return load_target(d.check_record, entry.name)
+    return None
 
 
 def _has_weights(checkpoint: Path) -> bool:

@@ -3,6 +3,7 @@ what the Tinker service can do, what it cannot honour, and which options it take
 
 from retrain.backends.catalog import BackendCapabilities, BackendDefinition, RefusedSetting
 from retrain.backends.options import OptionSpec, bool_option, ge0, gt0, int_option, str_option
+from retrain.backends.tinker.record import CHECKPOINT
 from retrain.config.schema import LOSS_AGGREGATIONS
 
 TINKER_OPTIONS: dict[str, OptionSpec] = {
@@ -59,6 +60,8 @@ BACKEND = BackendDefinition(
     option_schema=TINKER_OPTIONS,
     dependency="tinker",
     hint="pip install retrain-backends-tinker",
-    contract=(2, 0),  # the backend contract this distribution was built against
+    contract=(2, 1),  # the backend contract this distribution was built against
     probe="retrain.backends.tinker.doctor:probe",
+    checkpoint_record=CHECKPOINT,
+    check_record="retrain.backends.tinker.record:check",
 )

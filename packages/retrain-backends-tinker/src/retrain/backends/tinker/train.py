@@ -38,6 +38,7 @@ from retrain.backends.tinker.loss import (
     service_loss,
     sft_datums,
 )
+from retrain.backends.tinker.record import CHECKPOINT
 from retrain.backends.tinker.remote import Remote
 from retrain.backends.tinker.runtime import (
     TinkerError,
@@ -52,10 +53,7 @@ from retrain.config.schema import TrainConfig
 from retrain.config.sft_loss import effective_sft_loss
 from retrain.errors import UserError
 from retrain.io.atomic import write_dir_atomic
-from retrain.io.layout import TINKER_CHECKPOINT
 from retrain.types import Completion, Datum, SamplingParams, TrainOutput
-
-CHECKPOINT = TINKER_CHECKPOINT
 
 
 class TinkerBackend:
