@@ -36,9 +36,25 @@ def records(path: Path) -> list[Any]:
     return out
 
 
-def offline_run(log_dir: Path) -> Path:
+def offline_run(log_dir: Path, *, wait_s: float = 60.0) -> Path:
+    """The run's file once it holds its `exit` record. wandb's service process writes the file
+    and may still be flushing it when the run's own process has exited (seen on a loaded
+    machine: the file without its history records yet)."""
+    import time
+
     [run] = list((log_dir / "wandb").glob("offline-run-*/run-*.wandb"))
+    deadline = time.monotonic() + wait_s
+    while not _has_exit(run):
+        assert time.monotonic() < deadline, f"{run} has no exit record after {wait_s:.0f} s"
+        time.sleep(0.2)
     return run
+
+
+def _has_exit(run: Path) -> bool:
+    try:
+        return any(r.WhichOneof("record_type") == "exit" for r in records(run))
+    except Exception:  # a record still being written does not parse yet
+        return False
 
 
 def history(path: Path) -> list[dict[str, Any]]:
