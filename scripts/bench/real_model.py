@@ -7,7 +7,9 @@ object.
 
 Environment: BENCH_STEPS (default 12), BENCH_SEEDS (default 3: seeds s..s+n-1 from
 BENCH_FIRST_SEED, default 1), BENCH_DIFFICULTY (digits per operand, default 1), BENCH_THREADS
-(torch threads of each run, default 2).
+(torch threads of each run, default 2), BENCH_REF_TREE (another checkout of retrain with its own
+synced .venv, e.g. a `make bench-compare` tree: per seed its retrain runs too, right after this
+one's, so a change is measured against TRL and against the commit before it in one run).
 
 The task is the RL stage of examples/smollm2-arithmetic.toml, from the base model (no format
 warmup: TRL's GRPOTrainer has none): 8 prompts x 4 completions of at most 16 tokens, LoRA r16
@@ -124,9 +126,10 @@ def main() -> None:
                            "difficulty": difficulty, "torch_threads": threads,
                            "shape": {"prompts": PROMPTS, "group": GROUP, "max_tokens": MAX_TOKENS, "lr": LR,
                                      "lora_rank": RANK},
-                           "order": "per seed: TRL then retrain", "paired": "same problems per step", "load_average_start": os.getloadavg(),
+                           "order": "per seed: TRL, then retrain, then the reference tree's retrain (BENCH_REF_TREE)", "paired": "same problems per step", "load_average_start": os.getloadavg(),
                            "versions": trl_env.pins()}
-    trl_runs, ours = [], []
+    trl_runs, ours, theirs = [], [], []
+    ref = Path(os.environ["BENCH_REF_TREE"]).resolve() if os.environ.get("BENCH_REF_TREE") else None
     for seed in seeds:
         print(f"== seed {seed}: trl", file=sys.stderr, flush=True)
         ordered = root / f"problems-seed{seed}.jsonl"
@@ -139,9 +142,19 @@ def main() -> None:
         print(f"== seed {seed}: retrain", file=sys.stderr, flush=True)
         ours.append(run([sys.executable, str(PEER / "retrain_train.py"), "--model", str(model), "--seed", str(seed),
                          "--steps", str(steps), *(a for s in sets for a in ("--set", s))], threads))
+        if ref is not None:
+            print(f"== seed {seed}: retrain at {ref.name}", file=sys.stderr, flush=True)
+            theirs.append(run([str(ref / ".venv" / "bin" / "python"), str(ref / "scripts" / "peer" / "retrain_train.py"),
+                               "--model", str(model), "--seed", str(seed), "--steps", str(steps),
+                               *(a for s in sets for a in ("--set", s))], threads))
     out["trl"], out["retrain"] = summarise(trl_runs, steps), summarise(ours, steps)
     out["retrain_over_trl_s_per_step"] = round(out["retrain"]["s_per_step"] / out["trl"]["s_per_step"], 3)
     out["runs"] = {"trl": trl_runs, "retrain": ours}
+    if ref is not None:
+        out["ref_tree"] = str(ref)
+        out["retrain_ref"] = summarise(theirs, steps)
+        out["retrain_ref_over_trl_s_per_step"] = round(out["retrain_ref"]["s_per_step"] / out["trl"]["s_per_step"], 3)
+        out["runs"]["retrain_ref"] = theirs
     out["load_average_end"] = os.getloadavg()
     out["bench_wall_s"] = round(time.perf_counter() - started, 1)
     print(json.dumps(out))
