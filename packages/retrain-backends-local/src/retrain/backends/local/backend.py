@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -45,6 +46,7 @@ from retrain.config.sft_loss import effective_sft_loss
 from retrain.errors import UserError
 from retrain.inference_engine.pytorch.device import autocast_dtype
 from retrain.inference_engine.pytorch.sample import SampleStats, engine_metrics, generate
+from retrain.models.dropout import disable_dropout, dropout_note
 from retrain.models.family import family_of, prepare_family
 from retrain.models.load import ModelSpec, load_model, load_tokenizer
 from retrain.models.quiet import kernel_fallbacks
@@ -99,6 +101,10 @@ class LocalBackend:
         spec = ModelSpec(config.model.model, config.model.revision, config.model.local_files_only,
                          o.trust_remote_code, tuple(sorted((model_overrides or {}).items())))
         model, tokenizer = self._load_base(config, spec)
+        if not o.train_keep_dropout:  # before LoRA wraps the model: [lora] dropout is the user's own
+            note = dropout_note(disable_dropout(model))
+            if note and self.world.leader:
+                print(note, file=sys.stderr)
         self.family = family_of(model.config)
         self.tokenizer = HFTokenizer(tokenizer, reads_instructions=not is_tiny(config.model.model))
         self.tokenizer.eos_token_ids = self.family.eos_token_ids(tokenizer, model, self.tokenizer.eos_token_ids)

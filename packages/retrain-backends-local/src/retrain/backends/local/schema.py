@@ -54,6 +54,8 @@ TRAIN_SHARED: dict[str, OptionSpec] = {
                                              description="CUDA: the LM head and log-softmax of the selected positions as one "
                                                          "torch.compile'd graph (auto: where it applies, require: or fail)."),
     "train_compile_selective_ce_min_tokens": int_option(128, description="Fewest selected positions worth the compiled graph."),
+    "train_keep_dropout": bool_option(False, "Keep the checkpoint's dropout in the trainer's forward (off by default: "
+                                             "the sampler runs without it, and its noise would enter every ratio)."),
     "lora_target_modules": str_option("", description="Comma list of module-name suffixes; empty = all attention and MLP projections."),
     "liger_kernel": bool_option(False, "Liger's fused kernels (not built yet: true is refused)."),
     "liger_fused_linear_ce": bool_option(False, "Liger's fused linear cross-entropy (not built yet: true is refused)."),
