@@ -159,6 +159,9 @@ def test_the_demo_prints_what_the_pages_show(clone: Path) -> None:
     (sample,) = [b for b in blocks("docs/training.md", "text") if b.startswith("retrain: retrain.toml: loading")]
     unlike = [line for line in sample.splitlines() if line != "..." and shape(line) not in shapes]
     assert not unlike, (unlike, printed)
+    shown = {shape(line) for line in sample.splitlines()}
+    left_out = [line for line in printed if shape(line) not in shown]
+    assert not left_out, f"lines the demo prints that the sample has none like: {left_out}"
     steps, warmup = demo["training"]["max_steps"], demo["training"]["sft_warmup_steps"]
     assert f", steps={steps}, warmup={warmup}, log_dir=logs/demo" in sample
     assert f"warmup {warmup}/{warmup} " in sample and f"step {steps - 1} " in sample
