@@ -71,8 +71,13 @@ def retrain_process(cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def retrain(cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`retrain ARGS CFG` in this process, from CFG's folder: its exit status and what it
-    printed, as `retrain_process` returns them. The process is left as it was found: working
-    folder, sys.path, environment, modules imported from CFG's folder (a custom reward),
+    printed, as `retrain_process` returns them (see `retrain_in`)."""
+    return retrain_in(cfg.parent, *args, str(cfg))
+
+
+def retrain_in(folder: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """`retrain ARGV` in this process, from `folder`. The process is left as it was found:
+    working folder, sys.path, environment, modules imported from the folder (a custom reward),
     torch's thread count, deterministic-algorithms switch and the RNG states, the kernels'
     mode."""
     import numpy as np
@@ -80,7 +85,7 @@ def retrain(cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
     from retrain.cli import main
 
-    root = cfg.parent.resolve()
+    root = folder.resolve()
     saved_cwd, saved_path, saved_env, saved_modules = os.getcwd(), list(sys.path), dict(os.environ), set(sys.modules)
     threads = torch.get_num_threads()
     deterministic = (torch.are_deterministic_algorithms_enabled(),
@@ -95,7 +100,7 @@ def retrain(cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
         os.environ.update(ENV)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                main([*args, str(cfg)])
+                main(list(argv))
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     finally:
@@ -114,7 +119,7 @@ def retrain(cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
         kernels = sys.modules.get("retrain.kernels.accelerators")
         if kernels is not None:
             kernels.set_kernel_mode(mode or "auto")
-    return subprocess.CompletedProcess(["retrain", *args, str(cfg)], code, out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess(["retrain", *argv], code, out.getvalue(), err.getvalue())
 
 
 class Messages:

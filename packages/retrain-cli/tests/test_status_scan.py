@@ -60,6 +60,19 @@ def test_wall_time_is_estimated_from_the_tail_for_long_histories(tmp_path, make_
     assert s.wall_time_s == pytest.approx(3.0 * 120)
 
 
+def test_the_line_names_the_time_it_shows(tmp_path, make_run, row):
+    """The summed step times, not the run's wall time (no model loading, evaluation or
+    checkpoints): the label says so, and `~` marks the tail's estimate."""
+    from retrain.status.format import run_line
+
+    short = scan_run(make_run(tmp_path / "a", rows=[row(0, step_time_s=40.0), row(1, step_time_s=50.0)]),
+                     Scope(tmp_path), now=time.time())
+    assert " time_in_steps=1m30s " in run_line(short) and " time=" not in run_line(short)
+    long = scan_run(make_run(tmp_path / "b", rows=[row(i, step_time_s=1.0) for i in range(20)]),
+                    Scope(tmp_path), now=time.time())
+    assert " time_in_steps=20s~ " in run_line(long)
+
+
 def test_run_meta_failure_and_missing_pid_files(tmp_path, make_run):
     run = make_run(tmp_path / "r", 3, meta={"status": "failed", "failure_status": "exception:ValueError"})
     s = scan_run(run, Scope(tmp_path), now=time.time())

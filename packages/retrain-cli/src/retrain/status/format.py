@@ -1,7 +1,9 @@
 """Text rendering of a status report: a banner, campaign matrices, one line per standalone run.
 
 Progress is shown as steps done (`step + 1` of the last row, 0-based) out of max_steps;
-`pass@1=0.700@400` is the latest held-out pass@1, measured after 400 RL steps. A campaign
+`pass@1=0.700@400` is the latest held-out pass@1, measured after 400 RL steps.
+`time_in_steps=` is the sum of the rows' step times (`RunSummary.wall_time_s`), not the run's
+wall time: loading the model, evaluation and checkpoints are not in it. A campaign
 matrix cell is the run's matrix number (held-out pass@1 or final reward, see status.scan)
 with its state, and each condition ends with the mean ± std over its finished seeds.
 """
@@ -94,7 +96,7 @@ def campaign_block(c: CampaignSummary, now: float) -> list[str]:
     run_time = sum(r.wall_time_s or 0.0 for r in c.runs)
     idle = None if c.last_activity is None else now - c.last_activity
     lines.append(f"  {len(c.conditions)} conditions x {len(c.seeds)} seeds = {c.num_runs} runs  "
-                 f"max_steps={c.max_steps or '-'}  run time: {duration(run_time)} (sum over runs)  "
+                 f"max_steps={c.max_steps or '-'}  time in steps: {duration(run_time)} (sum over runs)  "
                  f"last write: {duration(idle)} ago")
     if c.error:
         lines.append(f"  warning: {c.error}")
@@ -128,8 +130,8 @@ def run_line(r: RunSummary) -> str:
     progress = "-" if r.step is None else (f"{r.steps_done}/{r.max_steps}" if r.max_steps else f"{r.steps_done}")
     wall = duration(r.wall_time_s) + ("~" if r.wall_time_estimated else "")
     parts = [r.path, r.condition or "-", f"step={progress}", f"cr={_pct(r.correct_rate)}",
-             f"reward={_num(r.mean_reward)}", f"loss={_num(r.loss)}", f"pass@1={held_out(r)}", f"time={wall}",
-             f"[{r.state}]"]
+             f"reward={_num(r.mean_reward)}", f"loss={_num(r.loss)}", f"pass@1={held_out(r)}",
+             f"time_in_steps={wall}", f"[{r.state}]"]
     enqueue = r.train_submit_enqueue_share if r.train_share is None else None
     optional: tuple[tuple[str, object, Callable[[Any], str]], ...] = (
         ("tok/s", r.tokens_per_second, lambda v: f"{v:.0f}"),

@@ -25,6 +25,8 @@ class RunSummary(msgspec.Struct, kw_only=True):
     correct_rate: float | None = None
     loss: float | None = None
     mean_reward: float | None = None
+    #: the rows' step times summed (status.scan._wall_time): the steps' own time, not the run's
+    #: (model loading, evaluation and checkpoints are left out); shown as `time_in_steps=`
     wall_time_s: float | None = None
     wall_time_estimated: bool = False
     completed: bool = False

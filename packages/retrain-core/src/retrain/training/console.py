@@ -54,6 +54,16 @@ def reward_failures(row: Mapping[str, Any]) -> str:
     return f" reward_errors={failed}/{total}" if failed else ""
 
 
+def counted(n: int, unit: str = "RL steps") -> str:
+    """`n` of a plural `unit`, singular for one: "3 RL steps", "1 RL step"."""
+    return f"{n} {unit[:-1] if n == 1 else unit}"
+
+
+def _window(n: int, unit: str) -> str:
+    """The steps a summary window covers: "10 RL steps", or "RL step" for one."""
+    return unit[:-1] if n == 1 else f"{n} {unit}"
+
+
 def _eval_metrics(row: Mapping[str, Any]) -> str:
     k = row.get("eval/k", 1)
     keys = ["eval/pass@1", *([f"eval/pass@{k}", f"eval/maj@{k}"] if k != 1 else [])]
@@ -63,28 +73,32 @@ def _eval_metrics(row: Mapping[str, Any]) -> str:
 def eval_line(row: Mapping[str, Any]) -> str:
     """One evaluation (an eval.jsonl row) as a console line."""
     failed = int(row.get("eval/reward_errors", 0))
-    samples = int(row.get("eval/examples", 0)) * int(row.get("eval/n", row.get("eval/k", 1)))
-    return (f"eval after {row.get('step', 0)} RL steps: {_eval_metrics(row)} "
-            f"reward={row.get('eval/mean_reward', 0.0):.3f} ({row.get('eval/examples', 0)} held-out problems, "
+    problems = int(row.get("eval/examples", 0))
+    samples = problems * int(row.get("eval/n", row.get("eval/k", 1)))
+    return (f"eval after {counted(int(row.get('step', 0)))}: {_eval_metrics(row)} "
+            f"reward={row.get('eval/mean_reward', 0.0):.3f} ({counted(problems, 'held-out problems')}, "
             f"{row.get('eval/wall_s', 0.0):.1f}s)" + (f" reward_errors={failed}/{samples}" if failed else ""))
 
 
 def summary_lines(summary: Mapping[str, Any]) -> list[str]:
     # an RL run that made no update is complete, not trained (retrain.training.idle)
     head = "Run complete, nothing trained" if summary.get("updates") == 0 else "Training complete"
-    lines = [f"{head}: {summary.get('condition', '')}, {summary.get('steps', 0)} "
-             f"{summary.get('unit', 'RL steps')} in {summary.get('elapsed_s', 0.0):.1f}s"]
+    lines = [f"{head}: {summary.get('condition', '')}, "
+             f"{counted(int(summary.get('steps', 0)), summary.get('unit', 'RL steps'))} "
+             f"in {summary.get('elapsed_s', 0.0):.1f}s"]
     if summary.get("untrained"):
         lines.append(f"  warning: {summary['untrained']}")
         lines.append(f"  what gives a group rewards that differ: {summary.get('untrained_remedy', '')}")
     if summary.get("window") and "first_loss" in summary:
-        lines.append(f"  mean loss, first {summary['window']} steps: {summary['first_loss']:.4f}")
-        lines.append(f"  mean loss, last {summary['window']} steps:  {summary['last_loss']:.4f}")
+        steps = _window(summary["window"], "steps")
+        lines.append(f"  mean loss, first {steps}: {summary['first_loss']:.4f}")
+        lines.append(f"  mean loss, last {steps}:  {summary['last_loss']:.4f}")
     if "mean_loss" in summary:
         lines.append(f"  mean loss over the run: {summary['mean_loss']:.4f}")
     if "first_reward" in summary:
-        lines.append(f"  mean reward, first {summary['window']} RL steps: {summary['first_reward']:.3f}")
-        lines.append(f"  mean reward, last {summary['window']} RL steps:  {summary['last_reward']:.3f}"
+        steps = _window(summary["window"], "RL steps")
+        lines.append(f"  mean reward, first {steps}: {summary['first_reward']:.3f}")
+        lines.append(f"  mean reward, last {steps}:  {summary['last_reward']:.3f}"
                      f"  ({summary['last_reward'] - summary['first_reward']:+.3f})")
     elif "mean_reward" in summary:
         lines.append(f"  mean reward over the run: {summary['mean_reward']:.3f}")
@@ -95,11 +109,11 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
                      f"{ds['short_steps']} steps short of a full batch")
     first, last = summary.get("eval_first"), summary.get("eval_last")
     if first and last:
-        n = last.get("eval/examples", 0)
-        lines.append(f"  held-out ({n} problems), after {first['step']} RL steps: {_eval_metrics(first)}")
+        problems = counted(int(last.get("eval/examples", 0)), "problems")
+        lines.append(f"  held-out ({problems}), after {counted(first['step'])}: {_eval_metrics(first)}")
         if last is not first and last.get("step") != first.get("step"):
             gain = last["eval/pass@1"] - first["eval/pass@1"]
-            lines.append(f"  held-out ({n} problems), after {last['step']} RL steps: {_eval_metrics(last)}"
+            lines.append(f"  held-out ({problems}), after {counted(last['step'])}: {_eval_metrics(last)}"
                          f"  (pass@1 {gain:+.3f})")
         lines.append(f"  evaluation time: {summary.get('eval_s', 0.0):.1f}s (not in the step times)")
     for key in ("final_adapter", "log_dir"):

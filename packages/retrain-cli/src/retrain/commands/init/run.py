@@ -21,8 +21,9 @@ def run(template: str, list_: bool, output: str | None, force: bool, interactive
         for t in TEMPLATES.values():
             print(f"  {t.name:<{width}} -> {t.filename:<13} {t.summary}{GPU_MARK if t.gpu else ''}")
         if not gpu_visible():
-            print("No GPU is visible on this machine: the cpu template (and the verifiers and openenv ones) "
-                  "run here.")
+            here = [t.name for t in TEMPLATES.values() if not t.gpu]
+            print(f"No GPU is visible on this machine: {', '.join(here[:-1])} and {here[-1]} run here "
+                  "(a template's header says what else it needs).")
         return
     chosen = TEMPLATES.get(template)
     if chosen is None:
