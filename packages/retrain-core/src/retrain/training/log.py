@@ -31,6 +31,7 @@ from retrain.io.layout import (
 )
 from retrain.io.log import JsonlLogger, encode_row, read_jsonl, truncate_jsonl
 from retrain.training import faults
+from retrain.training.integrity import seal
 from retrain.training.interrupt import resume_command
 from retrain.training.state import TrainerState, write_state
 from retrain.training.telemetry import generation_rows, steps_row
@@ -51,6 +52,9 @@ class RunLog:
     """The log directory of one run. `trackers` receive every row once `open_trackers` has
     started them; their steps are global (warmup steps first, then `warmup_steps + step`; the
     evaluation after N RL steps at `warmup_steps + N`, beside the next step's row)."""
+
+    #: this process writes the run's files (a torchrun follower's log does not)
+    writes = True
 
     def __init__(self, log_dir: str | Path, *, log_generations: bool = True, generations_per_prompt: int = 0,
                  warmup_steps: int = 0) -> None:
@@ -130,8 +134,9 @@ class RunLog:
     def checkpoint(self, backend: TrainBackend, flow: Flow | None, state: TrainerState, path: str | Path, *,
                    step: int, phase: str = "") -> str:
         """Save the backend under `path`, then the trainer state (the RL flow's controllers
-        included; SFT has no flow) into the checkpoint and the log directory, then
-        `latest_sampler_path.txt`, then offer the checkpoint to the trackers. The logs are
+        included; SFT has no flow) into the checkpoint, then its digests, then the state into
+        the log directory, then `latest_sampler_path.txt`, then offer the checkpoint to the
+        trackers. The logs are
         synced first, so a checkpoint never gets ahead of the rows it covers. `phase` is
         "warmup", "sft", or "" for an RL step (it names the fault points,
         retrain.training.faults.point)."""
@@ -144,6 +149,7 @@ class RunLog:
             if flow.environment is not None:
                 state.environment = flow.environment.state()
         write_state(saved, state)  # the checkpoint is self-describing (step, data cursor, controllers)
+        seal(saved)  # last: a checkpoint with digests is whole (retrain.training.integrity)
         self.finish_state(state)
         name = Path(path).name
         store_checkpoint(self.trackers, self.artifacts, ArtifactFolder(

@@ -1,17 +1,25 @@
 """`devices` with several entries: rerun this very command under torchrun, one process per
 entry (`python -m torch.distributed.run --standalone`). Inside torchrun (WORLD_SIZE set) the
-command trains; a multi-node launch is torchrun's own (docs/scaling.md)."""
+command trains; a multi-node launch is torchrun's own (docs/scaling.md).
+
+A stop (SIGINT, SIGTERM, SIGHUP) that reaches this process is handed to torchrun, which hands
+it to every rank (retrain.training.interrupt: the ranks finish the step, save and stop
+together); this process then waits for them. torchrun runs in a session of its own, so a
+Ctrl-C at the terminal reaches it once, through here, not twice."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+from types import FrameType
 
 from retrain.commands.errors import CommandFailed
 from retrain.config.fields import parse_devices
 from retrain.config.schema import TrainConfig
 from retrain.process.cpus import cpu_threads
+from retrain.training.interrupt import STOP_SIGNALS, stopped_exit_code
 
 
 def processes(config: TrainConfig) -> int:
@@ -30,6 +38,19 @@ def launch(n: int, argv: list[str]) -> None:
           file=sys.stderr)
     # each process gets its share of the usable CPUs (torchrun's own default would be 1 thread)
     env = {**os.environ, "OMP_NUM_THREADS": str(cpu_threads(0, processes=n)[0])}
-    code = subprocess.call(cmd, env=env)
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+    stops: list[int] = []
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        stops.append(signum)
+        proc.send_signal(signum)
+
+    previous = {s: signal.signal(s, forward) for s in STOP_SIGNALS}
+    try:
+        code = proc.wait()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
     if code != 0:
-        raise CommandFailed(code=code if code > 0 else 1)
+        # torchrun reports a stop it passed on as its own failure; the ranks saved and said so
+        raise CommandFailed(code=stopped_exit_code(stops[0]) if stops else code if code > 0 else 1)
