@@ -9,6 +9,7 @@ the trackers are retrain.training.trackers."""
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -46,6 +47,19 @@ if TYPE_CHECKING:
     from retrain.evaluation.evaluate import Evaluation
     from retrain.rollout.group import StepRollouts
     from retrain.training.flow import Flow
+
+
+class CheckpointNotSaved(RuntimeError):
+    """A checkpoint the backend failed to write (a full disk, most often: torch.save then says
+    only "unexpected pos"); the message names it, the free space and the whole one before it."""
+
+    @classmethod
+    def of(cls, path: Path, previous: str, exc: Exception) -> CheckpointNotSaved:
+        where = next((p for p in (path, *path.parents) if p.exists()), Path("."))
+        free = shutil.disk_usage(where).free
+        return cls(f"checkpoint {path} was not saved ({type(exc).__name__}: {exc}); {free / 1e6:.1f} MB free "
+                   f"on its file system; the run's latest checkpoint is "
+                   f"{previous + ', whole' if previous else 'none yet'}")
 
 
 class RunLog:
@@ -141,7 +155,10 @@ class RunLog:
         "warmup", "sft", or "" for an RL step (it names the fault points,
         retrain.training.faults.point)."""
         self.sync()
-        saved = backend.save_checkpoint(str(path))
+        try:
+            saved = backend.save_checkpoint(str(path))
+        except Exception as exc:
+            raise CheckpointNotSaved.of(Path(path), state.checkpoint_path, exc) from exc
         faults.crash_if(faults.point(phase, "mid_checkpoint"), step)
         state.checkpoint_name, state.checkpoint_path = Path(path).name, saved
         if flow is not None:

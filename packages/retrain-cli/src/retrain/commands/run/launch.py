@@ -21,6 +21,22 @@ from retrain.config.schema import TrainConfig
 from retrain.process.cpus import cpu_threads
 from retrain.training.interrupt import STOP_SIGNALS, stopped_exit_code
 
+#: `python -m torch.distributed.run`, quiet about a stop it hands to the ranks: its notes on it
+#: (logged at WARNING) and the traceback of the SignalException it ends with would read as a
+#: crash; it exits 128 + the signal's number instead, the ranks having said what they saved
+TORCHRUN = """
+import logging, os, sys
+os.environ["LOGLEVEL"] = "ERROR"
+from torch.distributed.elastic.multiprocessing.api import SignalException
+from torch.distributed.run import main
+del os.environ["LOGLEVEL"]
+logging.getLogger("torch.distributed.elastic").setLevel(logging.ERROR)
+try:
+    main(sys.argv[1:])
+except SignalException as stop:
+    sys.exit(128 + int(stop.sigval))
+"""
+
 
 def processes(config: TrainConfig) -> int:
     """How many processes `retrain` launches for this config: 0 when it trains in place."""
@@ -32,8 +48,7 @@ def processes(config: TrainConfig) -> int:
 
 def launch(n: int, argv: list[str]) -> None:
     """Run `retrain argv` on n processes and return when they end; their failure is ours."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={n}",
-           "-m", "retrain.cli", *argv]
+    cmd = [sys.executable, "-c", TORCHRUN, "--standalone", f"--nproc-per-node={n}", "-m", "retrain.cli", *argv]
     print(f"retrain: {n} devices: training on {n} processes (torchrun --standalone --nproc-per-node {n})",
           file=sys.stderr)
     # each process gets its share of the usable CPUs (torchrun's own default would be 1 thread)
