@@ -68,11 +68,20 @@ def test_a_resume_into_another_log_dir_takes_the_folder_with_it(tmp_path: Path) 
     assert str((tmp_path / "moved").resolve()) in (shared / ADAPTER_OWNER).read_text()
 
 
-def test_an_owner_whose_run_is_gone_hands_the_folder_over(tmp_path: Path) -> None:
+def test_an_owner_whose_log_dir_is_gone_hands_the_folder_over(tmp_path: Path) -> None:
     shared = tmp_path / "adapters"
-    claim_adapters(config_for(tmp_path / "deleted", shared), None)  # its log_dir never held a run
+    claim_adapters(config_for(tmp_path / "deleted", shared), None)  # its log_dir is not there
     note = claim_adapters(config_for(tmp_path / "new", shared), None)
-    assert "holds no run any more; this run takes it over" in note
+    assert note == f"{shared} was owned by {(tmp_path / 'deleted').resolve()}, which is gone; this run takes it over"
+
+
+def test_an_owner_still_loading_its_model_keeps_the_folder(tmp_path: Path) -> None:
+    """Its log directory exists, nothing trained yet: another run is refused all the same."""
+    shared, loading = tmp_path / "adapters", tmp_path / "loading"
+    loading.mkdir()
+    claim_adapters(config_for(loading, shared), None)
+    with pytest.raises(RunDirError):
+        claim_adapters(config_for(tmp_path / "new", shared), None)
 
 
 def test_checkpoints_with_no_owner_are_refused_to_a_new_run_and_adopted_by_a_resume(tmp_path: Path) -> None:
@@ -92,10 +101,10 @@ def test_a_follower_rank_checks_and_writes_nothing(tmp_path: Path) -> None:
 
 
 def _claim(log_dir: str, adapters: str, start: Any, results: Any) -> None:
+    Path(log_dir).mkdir()  # a run's log directory exists before it claims (RunLog makes it)
     start.wait()
     try:
         claim_adapters(config_for(Path(log_dir), Path(adapters)), None)
-        write_state(Path(log_dir), TrainerState(step=0))  # the run starts: its log_dir holds it
         results.put("claimed")
     except RunDirError as exc:
         results.put(str(exc))

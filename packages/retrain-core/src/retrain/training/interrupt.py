@@ -79,8 +79,10 @@ class StopRequest:
         return "interrupt" if signum == signal.SIGINT else signal.Signals(signum).name
 
     @contextlib.contextmanager
-    def installed(self, enabled: bool = True) -> Iterator[StopRequest]:
-        if not enabled or threading.current_thread() is not threading.main_thread():
+    def installed(self) -> Iterator[StopRequest]:
+        """The handler for the block (outside the main thread, where Python allows none, the
+        request stays unasked and the signals keep their handlers)."""
+        if threading.current_thread() is not threading.main_thread():
             yield self
             return
         previous = {s: signal.getsignal(s) for s in STOP_SIGNALS}

@@ -6,8 +6,8 @@ finished logs equal an uninterrupted run's) and continues from the next step.
 
 A run owns its adapter folder (`[backend] adapter_path`): `run_owner.json` there names the log
 directory of the run whose checkpoints it holds. Another run given that folder is refused by
-name while the owner's log directory holds a run; the owner resuming (into its own folder or,
-with --resume, into another log directory, which then owns it) goes on. A folder with
+name while the owner's log directory exists; the owner resuming (into its own folder or, with
+--resume, into another log directory, which then owns it) goes on. A folder with
 checkpoints and no record (written before records were kept) is refused to a fresh run and
 adopted by a resumed one. The record is created with an exclusive link, so of two runs that
 start at once with one folder, one is refused.
@@ -126,7 +126,9 @@ def claim_adapters(config: TrainConfig, resumed_from: Path | None, *, write: boo
             if write:
                 _write_owner(folder, me, replace=True)
             return f"{folder} now belongs to this run's log directory {me} (was {owner})"
-        if holds_run(owner):
+        # the owner's log directory exists from before its claim (RunLog makes it), so a run
+        # still loading its model holds the folder as firmly as one that has trained
+        if owner.exists():
             raise RunDirError(
                 f"[backend] adapter_path {folder} belongs to the run in {owner} ({ADAPTER_OWNER}); "
                 "a second run there would overwrite its checkpoints",
@@ -134,7 +136,7 @@ def claim_adapters(config: TrainConfig, resumed_from: Path | None, *, write: boo
                      f"to continue that run: --resume {owner}")
         if write:
             _write_owner(folder, me, replace=True)
-        return f"{folder} was owned by {owner}, which holds no run any more; this run takes it over"
+        return f"{folder} was owned by {owner}, which is gone; this run takes it over"
     raise RunDirError(f"{folder / ADAPTER_OWNER} changed while it was read; start the run again")
 
 
