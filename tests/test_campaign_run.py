@@ -137,7 +137,7 @@ def test_campaign_writes_every_run(campaign: dict[str, Any]) -> None:
         assert meta["config"]["backend_options"]["train_microbatch_size"] == 4
         assert {r["condition"] for r in read_jsonl(run / "metrics.jsonl")} == {name[:-3]}
         assert sorted(p.name for p in (camp / "adapters" / name).iterdir()) == [
-            "checkpoint_step_2", "checkpoint_step_4", "final"]
+            "checkpoint_step_2", "checkpoint_step_4", "final", "run_owner.json"]
     adapters = [o["adapter"] for o in campaign["outputs"].values()]
     assert len(set(adapters)) == 4, "two runs share an adapter"
     assert "± " in campaign["stdout"] and "grpo+none" in campaign["stdout"] and "2/2" in campaign["stdout"]

@@ -70,7 +70,8 @@ def test_two_processes_write_one_run_directory(reference: dict[str, object]) -> 
     assert len(read_jsonl(root / "logs" / "emergence" / "steps.jsonl")) == 3
     assert [r["step"] for r in read_jsonl(root / "logs" / "eval.jsonl")] == [2, 3]
     names = sorted(p.name for p in (root / "adapters").iterdir())
-    assert names == ["checkpoint_step_1", "checkpoint_step_2", "checkpoint_step_3", "final", "warmup_step_1"], names
+    assert names == ["checkpoint_step_1", "checkpoint_step_2", "checkpoint_step_3", "final", "run_owner.json",
+                     "warmup_step_1"], names
 
 
 def test_checkpoint_loads_in_one_process(reference: dict[str, object]) -> None:

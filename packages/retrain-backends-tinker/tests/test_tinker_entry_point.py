@@ -97,6 +97,7 @@ def test_resume_check_reads_the_service_record_through_the_definition(tmp_path: 
     import json
 
     from retrain.backends.tinker.record import CHECKPOINT
+    from retrain.training.integrity import seal
     from retrain.training.resume_check import check_resume
     from retrain.training.state import TrainerState, write_state
 
@@ -105,9 +106,11 @@ def test_resume_check_reads_the_service_record_through_the_definition(tmp_path: 
     write_state(tmp_path, TrainerState(step=1, checkpoint_name="checkpoint_step_2", checkpoint_path=str(folder)))
     (folder / CHECKPOINT).write_text(json.dumps({"state_path": "tinker://run-1/state/2", "base_model": "m",
                                                  "service": "http://127.0.0.1:1"}))
+    seal(folder)  # its digests, as the run writes them last
     report = check_resume(tmp_path, max_steps=4).to_dict()
     assert report["ok"] and report["remote_state"] == "tinker://run-1/state/2", report
-    assert [i["code"] for i in report["issues"]] == ["remote_checkpoint"]
+    assert [i["code"] for i in report["issues"]] == ["remote_checkpoint"] and report["digests"] == "verified"
     (folder / CHECKPOINT).write_text(json.dumps({"state_path": "/not/remote"}))
+    seal(folder)
     report = check_resume(tmp_path, max_steps=4).to_dict()
     assert not report["ok"] and "names no tinker:// state" in report["issues"][0]["message"], report

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from retrain.training.integrity import seal
 from retrain.training.state import TrainerState, write_state
 
 
@@ -16,6 +17,7 @@ def saved_run(tmp_path: Path, step: int = 4, max_steps: int = 10) -> Path:
     for name in ("checkpoint.json", "optimizer.pt", "rng.pt"):
         (ckpt / name).write_text("x")
     (ckpt / "adapter_model.safetensors").write_text("x")
+    seal(ckpt)  # its digests, as a checkpoint is written
     logs.mkdir()
     write_state(logs, TrainerState(step=step, checkpoint_name=ckpt.name, checkpoint_path=str(ckpt)))
     (logs / "run_meta.json").write_text(json.dumps({"config": {"max_steps": max_steps}}))

@@ -64,7 +64,7 @@ def test_reference_defaults() -> None:
     d = flat_dict(TrainConfig())
     expected = {
         "advantage_mode": "maxrl", "transform_mode": "gtpo_sepa", "uncertainty_kind": "surprisal",
-        "backend": "local", "devices": "gpu:0", "adapter_path": "/tmp/retrain_adapter",
+        "backend": "local", "devices": "gpu:0",
         "model": "Qwen/Qwen3-4B-Instruct-2507", "lora_rank": 32, "lora_alpha": 0,
         "optim_beta1": 0.9, "optim_beta2": 0.95, "optim_eps": 1e-8, "grad_clip_norm": 0.0,
         "gtpo_beta": 0.1, "hicra_alpha": 0.2, "planning_detector": "regex",
@@ -82,6 +82,9 @@ def test_reference_defaults() -> None:
     }
     for key, value in expected.items():
         assert d[key] == value, key
+    # the reference's "/tmp/retrain_adapter" was one folder for every run: unset, a run saves
+    # under <log_dir>/adapters (retrain.config.folders, docs/reliability.md)
+    assert d["adapter_path"] == ""
 
 
 def test_flat_names_for_irregular_keys() -> None:

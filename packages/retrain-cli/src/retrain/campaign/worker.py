@@ -23,6 +23,7 @@ from retrain.campaign.progress import CampaignView
 from retrain.io import layout
 from retrain.io.json import load_json_object
 from retrain.training import faults
+from retrain.training.interrupt import RunInterrupted
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,8 @@ def train_in_process(run: RunSpec, reporter: Any, config_path: str) -> Outcome:
             train(config, reporter, config_path=config_path)
     except KeyboardInterrupt:
         return Outcome("interrupted", "interrupted")
+    except RunInterrupted as exc:  # a Ctrl-C or a scheduler's SIGTERM: the run saved; the campaign stops too
+        return Outcome("interrupted", str(exc))
     except Exception as exc:
         if os.environ.get("RETRAIN_DEBUG"):
             raise

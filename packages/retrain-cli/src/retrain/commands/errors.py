@@ -10,6 +10,7 @@ import typer
 
 from retrain.config.errors import ConfigError
 from retrain.errors import RunStopped, UserError
+from retrain.process.world import current_world
 
 
 class CommandFailed(Exception):
@@ -49,9 +50,10 @@ def guarded(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     except ConfigError as exc:
         report_config_error(exc)
     except RunStopped as exc:  # a run that stopped itself, saved: its own line and status
-        print(f"retrain: {exc}", file=sys.stderr)
-        if exc.hint:
-            print(f"  {exc.hint}", file=sys.stderr)
+        if current_world().leader:  # every rank of a torchrun world stops alike; rank 0 says so
+            print(f"retrain: {exc}", file=sys.stderr)
+            if exc.hint:
+                print(f"  {exc.hint}", file=sys.stderr)
         raise typer.Exit(exc.exit_code) from None
     except UserError as exc:
         fail(str(exc), hint=exc.hint)

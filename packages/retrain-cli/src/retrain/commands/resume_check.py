@@ -20,7 +20,7 @@ def run(log_dir: str, max_steps: int | None, as_json: bool, config_path: str | N
     else:
         print(f"{result.path}: {'ok' if result.ok else 'NOT resumable'}")
         for key in ("config", "trainer", "log_dir", "phase", "step", "next_step", "max_steps", "checkpoint",
-                    "checkpoint_path", "resume_mode"):
+                    "checkpoint_path", "digests", "fallback_checkpoint", "resume_mode"):
             if result.facts.get(key) is not None:
                 print(f"  {key:<16} {result.facts[key]}")
         for issue in result.issues:

@@ -65,15 +65,20 @@ def fsync_tree(root: Path) -> None:
 
 def write_dir_atomic(path: str | Path, fill: Callable[[Path], None]) -> Path:
     """Build a directory with `fill(tmp)` under a temporary name, fsync it, rename it into
-    place (replacing any directory of that name) and fsync the parent."""
+    place (replacing any directory of that name) and fsync the parent. A fill that fails (a
+    full disk) removes what it wrote, so the space it took is free again."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f".{target.name}.tmp-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
-    fill(tmp)
-    fsync_tree(tmp)
+    try:
+        fill(tmp)
+        fsync_tree(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if target.exists():
         old = target.parent / f".{target.name}.old-{os.getpid()}"
         os.replace(target, old)

@@ -58,6 +58,10 @@ BENCHMARK_SUMMARY = "benchmark_summary.json"
 
 #: checkpoint directory names under `[backend] adapter_path`
 FINAL = "final"
+#: under `[backend] adapter_path`: which run's log directory owns the folder (retrain.training.rundir)
+ADAPTER_OWNER = "run_owner.json"
+#: inside a checkpoint: each file's size and sha256 (retrain.training.integrity)
+CHECKPOINT_DIGESTS = "digests.json"
 #: under `[backend] adapter_path`: the latest trained adapter, which an inference server samples
 #: between steps (evaluation), replaced atomically when it changed
 LIVE_ADAPTER = "_live_adapter"

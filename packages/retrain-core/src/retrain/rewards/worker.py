@@ -16,9 +16,11 @@ from typing import Any
 
 
 def main(argv: list[str]) -> int:
-    # Ctrl-C at the terminal reaches the whole process group: the trainer finishes its step
-    # (retrain.training.interrupt), so its workers must live to score it
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # a stop reaches the whole process group (Ctrl-C at a terminal) or every process of a job
+    # (Slurm, systemd): the trainer finishes its step (retrain.training.interrupt), so its
+    # workers must live to score it; they end when the trainer closes their stdin
+    for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop, signal.SIG_IGN)
     protocol = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     os.dup2(2, 1)  # prints inside the reward land on stderr
 

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 
 class FollowerLog(RunLog):
+    writes = False
+
     def __init__(self, log_dir: str | Path, *, warmup_steps: int = 0) -> None:  # no super(): opens no files
         self.dir = Path(log_dir)
         self.warmup_steps = warmup_steps

@@ -1,11 +1,20 @@
-"""Ctrl-C while a run trains: the first interrupt lets the current step finish, saves a
-checkpoint, records the run as `interrupted` and prints the command that resumes it; a second
-interrupt stops at once (KeyboardInterrupt, as Python's default).
+"""A stop asked of a training run: Ctrl-C (SIGINT), or SIGTERM or SIGHUP, the signals a
+scheduler, a container runtime or a closed terminal send (Slurm, Kubernetes, Docker, systemd,
+preemptible clouds). The first delivery lets the current step finish, saves a checkpoint,
+records the run as `interrupted` and prints the command that resumes it; the process exits
+with 128 + the signal's number (130, 143, 129).
 
-Only the main thread of a single-process run installs the handler: signals reach only the
-main thread, and the processes of a torchrun world would each stop after a different step.
-Reward worker processes ignore SIGINT (`retrain.rewards.worker`), so the step that finishes
-is scored like any other.
+A second Ctrl-C in a single-process run stops at once (KeyboardInterrupt, as Python's
+default). A repeated SIGTERM or SIGHUP is the same request again: supervisors deliver it by
+several paths (to the process group and to the process, torchrun and srun forward it), so a
+repeat is not a person's second word; the hard stop is the sender's SIGKILL after its grace
+period. In a torchrun world every repeat is the same request, Ctrl-C's included, for the
+same reason.
+
+The handler lives in the main thread (signals reach only it). In a torchrun world every rank
+installs it and the ranks stop after the same step: rank 0's request, handed to every rank
+by a collective after each step (`agreed`), decides. Reward worker processes ignore all three
+signals (`retrain.rewards.worker`), so the step that finishes is scored like any other.
 """
 
 from __future__ import annotations
@@ -17,39 +26,95 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
+from typing import Any
 
 from retrain.errors import RunStopped
 
+#: the signals a run stops at, saved
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def stopped_exit_code(signum: int) -> int:
+    """The shell's status of a process a signal stopped: 128 + its number."""
+    return 128 + signum
+
 
 class RunInterrupted(RunStopped):
-    """The run stopped at a user's interrupt after saving a checkpoint."""
+    """The run stopped at a user's or a scheduler's signal after saving a checkpoint."""
 
-    exit_code = 130
+    exit_code = stopped_exit_code(signal.SIGINT)
+
+    def __init__(self, message: str = "", *, hint: str = "", signum: int = signal.SIGINT) -> None:
+        super().__init__(message, hint=hint)
+        self.signum = signum
+        self.exit_code = stopped_exit_code(signum)
 
 
 class StopRequest:
-    def __init__(self, report: Callable[[str], None]) -> None:
+    """Whether a stop was asked, and by which signal (the first one delivered)."""
+
+    def __init__(self, report: Callable[[str], None], *, distributed: bool = False) -> None:
         self.report = report
+        self.distributed = distributed
         self.requested = False
+        self.signum: int = signal.SIGINT
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+    def ask(self, signum: int) -> None:
+        """What a delivery of `signum` does; the handler, callable from a test."""
+        if not self.requested:
+            self.requested, self.signum = True, signum
+            again = " (Ctrl-C again to stop now)" if signum == signal.SIGINT and not self.distributed else ""
+            self.report(f"{self._said(signum)}: finishing this step, then saving a checkpoint{again}")
+            return
+        if signum == signal.SIGINT and self.signum == signal.SIGINT and not self.distributed:
+            raise KeyboardInterrupt
+        self.report(f"{self._said(signum)} again: already stopping after this step")
+
+    @staticmethod
+    def _said(signum: int) -> str:
+        return "interrupt" if signum == signal.SIGINT else signal.Signals(signum).name
 
     @contextlib.contextmanager
-    def installed(self, enabled: bool = True) -> Iterator[StopRequest]:
-        if not enabled or threading.current_thread() is not threading.main_thread():
+    def installed(self) -> Iterator[StopRequest]:
+        """The handler for the block (outside the main thread, where Python allows none, the
+        request stays unasked and the signals keep their handlers)."""
+        if threading.current_thread() is not threading.main_thread():
             yield self
             return
-        previous = signal.getsignal(signal.SIGINT)
+        previous = {s: signal.getsignal(s) for s in STOP_SIGNALS}
 
         def handler(signum: int, frame: FrameType | None) -> None:
-            if self.requested:
-                raise KeyboardInterrupt
-            self.requested = True
-            self.report("interrupt: finishing this step, then saving a checkpoint (Ctrl-C again to stop now)")
+            self.ask(signum)
 
-        signal.signal(signal.SIGINT, handler)
+        for s in STOP_SIGNALS:
+            signal.signal(s, handler)
         try:
             yield self
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for s, before in previous.items():
+                signal.signal(s, before)
+
+    def agreed(self, share: Callable[[Any], Any] | None) -> bool:
+        """Whether the run stops now. `share` is the backend's collective that hands rank 0's
+        value to every rank (None in a single process): every rank must call this at the same
+        point of the loop, and every rank then stops after the same step. A rank that took the
+        signal alone goes on until rank 0 takes it (torchrun and srun deliver it to all)."""
+        if share is None:
+            return self.requested
+        requested, signum = share((self.requested, self.signum))
+        if requested and not self.requested:
+            self.requested, self.signum = True, signum
+        return bool(requested)
+
+    def interrupted(self, what: str, saved: str, hint: str) -> RunInterrupted:
+        """The exception that ends the run after `what` (e.g. "step 3"), saved at `saved`."""
+        by = "interrupted" if self.signum == signal.SIGINT else f"stopped by {self.name}"
+        where = f" after {what}" if what else ""
+        return RunInterrupted(f"{by}{where}; {saved}", hint=hint, signum=self.signum)
 
 
 def resume_command(log_dir: str, argv: list[str] | None = None) -> str:

@@ -9,6 +9,7 @@ the trackers are retrain.training.trackers."""
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -31,6 +32,7 @@ from retrain.io.layout import (
 )
 from retrain.io.log import JsonlLogger, encode_row, read_jsonl, truncate_jsonl
 from retrain.training import faults
+from retrain.training.integrity import seal
 from retrain.training.interrupt import resume_command
 from retrain.training.state import TrainerState, write_state
 from retrain.training.telemetry import generation_rows, steps_row
@@ -47,10 +49,26 @@ if TYPE_CHECKING:
     from retrain.training.flow import Flow
 
 
+class CheckpointNotSaved(RuntimeError):
+    """A checkpoint the backend failed to write (a full disk, most often: torch.save then says
+    only "unexpected pos"); the message names it, the free space and the whole one before it."""
+
+    @classmethod
+    def of(cls, path: Path, previous: str, exc: Exception) -> CheckpointNotSaved:
+        where = next((p for p in (path, *path.parents) if p.exists()), Path("."))
+        free = shutil.disk_usage(where).free
+        return cls(f"checkpoint {path} was not saved ({type(exc).__name__}: {exc}); {free / 1e6:.1f} MB free "
+                   f"on its file system; the run's latest checkpoint is "
+                   f"{previous + ', whole' if previous else 'none yet'}")
+
+
 class RunLog:
     """The log directory of one run. `trackers` receive every row once `open_trackers` has
     started them; their steps are global (warmup steps first, then `warmup_steps + step`; the
     evaluation after N RL steps at `warmup_steps + N`, beside the next step's row)."""
+
+    #: this process writes the run's files (a torchrun follower's log does not)
+    writes = True
 
     def __init__(self, log_dir: str | Path, *, log_generations: bool = True, generations_per_prompt: int = 0,
                  warmup_steps: int = 0) -> None:
@@ -130,13 +148,17 @@ class RunLog:
     def checkpoint(self, backend: TrainBackend, flow: Flow | None, state: TrainerState, path: str | Path, *,
                    step: int, phase: str = "") -> str:
         """Save the backend under `path`, then the trainer state (the RL flow's controllers
-        included; SFT has no flow) into the checkpoint and the log directory, then
-        `latest_sampler_path.txt`, then offer the checkpoint to the trackers. The logs are
+        included; SFT has no flow) into the checkpoint, then its digests, then the state into
+        the log directory, then `latest_sampler_path.txt`, then offer the checkpoint to the
+        trackers. The logs are
         synced first, so a checkpoint never gets ahead of the rows it covers. `phase` is
         "warmup", "sft", or "" for an RL step (it names the fault points,
         retrain.training.faults.point)."""
         self.sync()
-        saved = backend.save_checkpoint(str(path))
+        try:
+            saved = backend.save_checkpoint(str(path))
+        except Exception as exc:
+            raise CheckpointNotSaved.of(Path(path), state.checkpoint_path, exc) from exc
         faults.crash_if(faults.point(phase, "mid_checkpoint"), step)
         state.checkpoint_name, state.checkpoint_path = Path(path).name, saved
         if flow is not None:
@@ -144,6 +166,7 @@ class RunLog:
             if flow.environment is not None:
                 state.environment = flow.environment.state()
         write_state(saved, state)  # the checkpoint is self-describing (step, data cursor, controllers)
+        seal(saved)  # last: a checkpoint with digests is whole (retrain.training.integrity)
         self.finish_state(state)
         name = Path(path).name
         store_checkpoint(self.trackers, self.artifacts, ArtifactFolder(

@@ -2,8 +2,11 @@
 
 Checks the log directory, trainer_state.json, the checkpoint it names (complete: weights,
 optimizer, RNG streams, metadata; for a backend whose service keeps the weights, the record its
-definition names, checked by that backend), the steps left, log rows that a resume will drop, and
-whether the run is still alive. Issues carry a code, a severity and a message.
+definition names, checked by that backend; every file as its digests recorded it,
+retrain.training.integrity), the steps left, log rows that a resume will drop, and whether the
+run is still alive. A damaged or missing checkpoint names the one a resume falls back to (the
+newest whole one before it), or is an error when there is none. Issues carry a code, a
+severity and a message.
 
 Given the config the resume will run with, the checks use its `max_steps` (else the one
 recorded in run_meta.json) and its `log_dir`, where the resumed run writes.
@@ -18,10 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from retrain.config.schema import TrainConfig
-from retrain.io.layout import METRICS, PID, RUN_META
+from retrain.io.layout import CHECKPOINT_DIGESTS, METRICS, PID, RUN_META
 from retrain.io.log import read_jsonl
+from retrain.training.integrity import damage, newest_good
 from retrain.training.rundir import holds_run
-from retrain.training.state import STATE_FILE, StateError, read_state
+from retrain.training.state import STATE_FILE, StateError, TrainerState, read_state
 
 CHECKPOINT_FILES = ("checkpoint.json", "optimizer.pt", "rng.pt")
 
@@ -84,7 +88,10 @@ def check_resume(log_dir: str | Path, *, max_steps: int | None = None, config: T
         return result
     if max_steps is not None and state.phase == "rl" and state.step + 1 >= max_steps:
         result.add("error", "resume_beyond_max_steps", f"step {state.step} was the last of {max_steps}")
-    _check_checkpoint(result, d, state.checkpoint_path)
+    fallback = _check_checkpoint(result, d, state)
+    if fallback is not None:
+        state, phase_step = fallback, (fallback.sft_step if fallback.phase == "sft" else fallback.step)
+        result.facts.update({"step": phase_step, "next_step": phase_step + 1, "phase": state.phase})
     _check_later_rows(result, d, state.phase, phase_step)
     return result
 
@@ -131,19 +138,22 @@ def _check_unstarted(result: Check, d: Path) -> None:
         result.add("error", "trainer_state_missing", f"{STATE_FILE} not found and nothing logged")
 
 
-def _check_checkpoint(result: Check, d: Path, ref: str) -> None:
-    """The recorded checkpoint: a remote one is not checked, a local one must be complete."""
+def _check_checkpoint(result: Check, d: Path, state: TrainerState) -> TrainerState | None:
+    """The recorded checkpoint: a remote one is not checked, a local one must be complete and
+    match its digests; a damaged or missing one names the checkpoint a resume falls back to.
+    The state of that fallback, or None when the resume starts from the recorded one."""
+    ref = state.checkpoint_path
     if not ref:
         result.add("warning", "checkpoint_ref_missing", "no checkpoint recorded; a resume starts from the base model")
-        return
+        return None
     if "://" in ref:
         result.add("warning", "remote_checkpoint_unverified", f"{ref} is remote and was not checked")
-        return
+        return None
     path = Path(ref) if Path(ref).exists() else d / ref
     if not path.exists():
-        result.add("error", "checkpoint_missing", f"checkpoint {ref} does not exist")
-    elif (record := _record_checker(path)) is not None:
-        result.facts["checkpoint_path"] = str(path)
+        return _fallback(result, Path(ref), state, "checkpoint_missing", f"checkpoint {ref} does not exist")
+    result.facts["checkpoint_path"] = str(path)
+    if (record := _record_checker(path)) is not None:
         found = record(path)
         result.facts.update(found.facts)
         for level, code, message in found.findings:
@@ -154,7 +164,28 @@ def _check_checkpoint(result: Check, d: Path, ref: str) -> None:
         if missing or not weights:
             result.add("error", "checkpoint_incomplete",
                        f"checkpoint {path} lacks {', '.join(missing + ([] if weights else ['weights']))}")
-        result.facts["checkpoint_path"] = str(path)
+    if found_damage := damage(path):
+        return _fallback(result, path, state, "checkpoint_damaged",
+                         f"checkpoint {path} is damaged: {'; '.join(found_damage)}")
+    sealed = (path / CHECKPOINT_DIGESTS).exists()
+    result.facts["digests"] = "verified" if sealed else "none"
+    if not sealed:
+        result.add("info", "checkpoint_without_digests",
+                   f"{path} has no {CHECKPOINT_DIGESTS} (written before checkpoints carried digests): "
+                   "its files were checked by form only")
+    return None
+
+
+def _fallback(result: Check, path: Path, state: TrainerState, code: str, what: str) -> TrainerState | None:
+    """A warning naming the checkpoint a resume falls back to, or an error when there is none."""
+    fallback = newest_good(path, state)
+    if fallback is None:
+        result.add("error", code, f"{what}; no earlier checkpoint beside it is whole")
+        return None
+    result.facts["fallback_checkpoint"] = str(fallback.path)
+    result.add("warning", code, f"{what}; a resume falls back to {fallback.path.name}, the newest whole checkpoint, "
+                                "and trains the steps after it again")
+    return fallback.state
 
 
 def _check_later_rows(result: Check, d: Path, phase: str, phase_step: int) -> None:

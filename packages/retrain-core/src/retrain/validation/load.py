@@ -26,6 +26,7 @@ from retrain.config.fields import (
     flat_dict,
     with_values,
 )
+from retrain.config.folders import with_run_folders
 from retrain.config.migrate import LEGACY_BACKEND_KEYS, legacy_rewrite_hint
 from retrain.config.override import Overrides, parse_overrides
 from retrain.config.schema import KEY_ALIASES, KIND_TABLES, SECTIONS, TrainConfig
@@ -166,6 +167,7 @@ def load_config(
 
         add_import_roots([Path(source.path).parent, Path.cwd()])
     config, errors, warnings = validate(config, import_plugins=import_plugins and clean)
+    config = with_run_folders(config)
     issues += errors
     if issues:
         located = locate(issues, source, overrides)

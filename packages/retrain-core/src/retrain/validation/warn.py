@@ -11,7 +11,7 @@ from retrain.validation.backend import backend_capabilities
 def collect_warnings(c: TrainConfig) -> list[ConfigIssue]:
     out: list[ConfigIssue] = []
     b, t = c.backend, c.training
-    if b.adapter_path.startswith("/tmp") and b.adapter_path != "/tmp/retrain_adapter":
+    if b.adapter_path.startswith("/tmp"):
         out.append(ConfigIssue("adapters under /tmp may be lost on reboot", key="[backend] adapter_path"))
     if t.temperature > 2.0:
         out.append(ConfigIssue(f"{t.temperature} is unusually high for sampling", key="[training] temperature"))

@@ -13,8 +13,9 @@ of the same name (left by a run killed after writing it but before recording it)
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -128,12 +129,32 @@ def checkpoint_meta(folder: Path, *, lora: bool) -> dict[str, Any]:
     return meta
 
 
+class CheckpointUnreadable(RuntimeError):
+    """A checkpoint file that does not load; the message names it."""
+
+
+@contextlib.contextmanager
+def reading(folder: Path, name: str) -> Iterator[None]:
+    """Name the file when loading it fails (a resume checks digests first, so this is the
+    damage they cannot see, or a checkpoint written before they were kept)."""
+    try:
+        yield
+    except CheckpointUnreadable:
+        raise
+    except Exception as exc:
+        raise CheckpointUnreadable(f"checkpoint {folder}: {name} does not load ({type(exc).__name__}: {exc})") from exc
+
+
 def read_checkpoint(path: str | Path, *, model: Any, lora: bool,
                     optimizer: torch.optim.Optimizer) -> tuple[dict[str, Any], dict[str, Any]]:
     """Restore weights and optimizer in place; return (rng streams, metadata)."""
     folder = Path(path)
-    meta = checkpoint_meta(folder, lora=lora)
-    load_weights(model, weights_folder(folder, lora=lora), lora=lora)
-    optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
-    rng = torch.load(folder / "rng.pt", weights_only=False)
+    meta = checkpoint_meta(folder, lora=lora)  # the kind of weights: a mismatch, not damage
+    weights = weights_folder(folder, lora=lora)
+    with reading(folder, "the weights (" + ", ".join(sorted(p.name for p in weights.glob("*.safetensors"))) + ")"):
+        load_weights(model, weights, lora=lora)
+    with reading(folder, "optimizer.pt"):
+        optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
+    with reading(folder, "rng.pt"):
+        rng = torch.load(folder / "rng.pt", weights_only=False)
     return rng, meta

@@ -25,6 +25,7 @@ from typing import Any
 from retrain.backends.local.checkpointing import save_weights, write_dir_atomic
 from retrain.backends.local.versions import Snapshot
 from retrain.backends.tokenizer import HFTokenizer
+from retrain.config.folders import adapter_folder
 from retrain.config.schema import TrainConfig
 from retrain.inference_engine.openai.client import InferenceServerError
 from retrain.inference_engine.openai.engine import (
@@ -53,7 +54,7 @@ def codec_for(tokenizer: HFTokenizer) -> TextCodec:
 class ServerLink:
     def __init__(self, config: TrainConfig, tokenizer: HFTokenizer, world: World) -> None:
         inf = config.inference
-        root = Path(config.backend.adapter_path).resolve()
+        root = adapter_folder(config).resolve()
         self.live, self.published = root / LIVE_ADAPTER, root / PUBLISHED_ADAPTERS
         self.world = world
         self.engine = OpenAIEngine(inf.engine, inf.url, codec_for(tokenizer), adapter_name=adapter_name_for(str(self.live)),

@@ -20,8 +20,10 @@ class BackendConfig(Section):
           "(torchrun, FSDP2; docs/scaling.md)."),
     ] = "gpu:0"
     adapter_path: Annotated[
-        str, F("Where adapters are saved: <adapter_path>/checkpoint_step_N and <adapter_path>/final.")
-    ] = "/tmp/retrain_adapter"
+        str,
+        F("Where adapters are saved: <adapter_path>/checkpoint_step_N and <adapter_path>/final; unset, "
+          "<log_dir>/adapters. A run owns its folder: another run given it is refused (docs/reliability.md)."),
+    ] = ""
     throttle_dir: Annotated[
         str,
         F("Cross-process Tinker semaphore directory (parallel campaigns set it).", flag="tinker_throttle_dir"),

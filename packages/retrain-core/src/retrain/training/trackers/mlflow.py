@@ -24,6 +24,7 @@ from typing import Any
 
 from retrain.config.schema import TrainConfig
 from retrain.io.layout import MLFLOW_DIR
+from retrain.training.interrupt import STOP_SIGNALS, stopped_exit_code
 from retrain.training.trackers.select import project
 from retrain.training.trackers.sink import ArtifactFolder, Receipt, RunInfo, import_tracker
 
@@ -87,6 +88,7 @@ class MlflowSink:
 
     def finish(self, exit_code: int) -> None:
         if self.client is not None and self.run_id:
-            status = "FINISHED" if exit_code == 0 else "KILLED" if exit_code == 130 else "FAILED"
+            stopped = {stopped_exit_code(s) for s in STOP_SIGNALS}  # stopped by a signal, saved
+            status = "FINISHED" if exit_code == 0 else "KILLED" if exit_code in stopped else "FAILED"
             self.client.set_terminated(self.run_id, status=status)
             self.client, self.run_id = None, ""

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from retrain.config.fields import flat_dict
+from retrain.config.folders import adapter_folder
 from retrain.config.schema import TrainConfig
 from retrain.io.atomic import write_json_atomic
 from retrain.io.layout import COMMAND_CONFIG, METRICS
@@ -44,7 +45,7 @@ class TrainerCommandFailed(RuntimeError):
 
 def render(template: str, config: TrainConfig, config_path: Path) -> str:
     return template.format(config_path=str(config_path), log_dir=config.logging.log_dir,
-                           adapter_path=config.backend.adapter_path, model=config.model.model)
+                           adapter_path=str(adapter_folder(config)), model=config.model.model)
 
 
 def run_command(config: TrainConfig, *, config_path: str = "") -> tuple[str, str]:
@@ -60,7 +61,7 @@ def run_command(config: TrainConfig, *, config_path: str = "") -> tuple[str, str
             code = subprocess.run(command, shell=True, check=False).returncode
         mirror_rows(trackers, read_jsonl(log_dir / METRICS),
                     {"command/exit_code": code, "command/wall_s": round(ran.seconds, 6)})
-        adapter = config.backend.adapter_path
+        adapter = str(adapter_folder(config))
         failure, error = "", ""
         if code != 0:
             failure, error = f"exit_code:{code}", f"trainer command exited with status {code}: {command}"

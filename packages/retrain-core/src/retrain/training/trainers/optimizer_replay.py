@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from retrain.backends.create import create_backend, require_runnable
+from retrain.config.folders import adapter_folder
 from retrain.config.schema import TrainConfig
 from retrain.errors import UserError
 from retrain.io.atomic import write_json_atomic
@@ -68,7 +69,7 @@ def _replay(config: TrainConfig, artifact: Artifact, status: RunStatus,
         batch = artifact.batch
         with span("train") as trained:
             out = backend.train_step(batch.datums, batch.lr, batch.weight_decay)
-        final = backend.save_adapter(str(Path(config.backend.adapter_path) / FINAL))
+        final = backend.save_adapter(str(adapter_folder(config) / FINAL))
     finally:
         backend.close()
     digest = weights_digest(Path(final))

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import time
-from pathlib import Path
 from typing import Any
 
 from retrain.backends.create import capabilities, create_backend, require_runnable
-from retrain.backends.protocol import TrainBackend
+from retrain.backends.protocol import LeaderSampler, TrainBackend
+from retrain.config.folders import adapter_folder
 from retrain.config.schema import TrainConfig
 from retrain.config.sft_loss import effective_sft_loss
 from retrain.data.source import load_examples
@@ -33,7 +33,7 @@ from retrain.training.console import PlainReporter, Reporter, SilentReporter, ev
 from retrain.training.dapo.dynamic import DynamicSampling
 from retrain.training.flow import Flow, build_flow
 from retrain.training.follower import FollowerLog
-from retrain.training.interrupt import RunInterrupted, StopRequest, resume_command
+from retrain.training.interrupt import StopRequest, resume_command
 from retrain.training.log import RunLog
 from retrain.training.meta import RunStatus
 from retrain.training.producer import RolloutProducer
@@ -81,9 +81,14 @@ class Trainer:
             cleanup.callback(log.close)
             status = RunStatus(c, config_path=self.config_path, world_size=self.world.size, write=log.write_meta,
                                sft_data=sft_data.provenance() if sft_data is not None else None)
+            # from before the model loads: a scheduler's SIGTERM then is a stop, not a kill
+            self.stop = cleanup.enter_context(
+                StopRequest(self.reporter.message, distributed=self.world.distributed).installed())
             start = cleanup.enter_context(running(c, log, status))
             run = self._open(flow, log, start, cleanup, sft_data)
-            self.stop = cleanup.enter_context(StopRequest(self.reporter.message).installed(not self.world.distributed))
+            self._share = run.backend.broadcast if self.world.distributed and isinstance(
+                run.backend, LeaderSampler) else None
+            self._stop_before_start(run)
             if run.state.phase == "sft":
                 self._warmup(run)
             self._rl(run)
@@ -147,7 +152,7 @@ class Trainer:
 
     def _finish(self, run: Run, status: RunStatus, started: float) -> RunResult:
         c, state = self.config, run.state
-        final = run.backend.save_adapter(str(Path(c.backend.adapter_path) / FINAL))
+        final = run.backend.save_adapter(str(adapter_folder(c) / FINAL))
         state.checkpoint_name, state.checkpoint_path = FINAL, final
         run.log.finish_state(state)
         window = state.rewards
@@ -286,7 +291,7 @@ class Trainer:
         return every > 0 and (step + 1) % every == 0
 
     def _checkpoint(self, run: Run, step: int, phase: str = "") -> str:
-        path = Path(self.config.backend.adapter_path) / checkpoint_name(step, phase)
+        path = adapter_folder(self.config) / checkpoint_name(step, phase)
         return run.log.checkpoint(run.backend, run.producer.checkpoint_flow(run.flow), run.state, path, step=step,
                                   phase=phase)
 
@@ -295,12 +300,20 @@ class Trainer:
         return run.state.checkpoint_path if self._due(step) else self._checkpoint(run, step, phase)
 
     def _stop_if_asked(self, run: Run, step: int, phase: str = "") -> None:
-        """After a step and its checkpoint: an interrupt asked for, the run stops here, saved."""
-        if not self.stop.requested:
+        """After a step and its checkpoint: a stop asked for (retrain.training.interrupt), the
+        run stops here, saved. Every rank calls it after every step (`agreed` is a collective)."""
+        if not self.stop.agreed(self._share):
             return
         saved = self._checkpoint_unless_saved(run, step, phase)
         where = f"warmup step {step}" if phase == "warmup" else f"step {step}"
-        raise RunInterrupted(f"interrupted after {where}; checkpoint saved: {saved}", hint=self._resume_hint())
+        raise self.stop.interrupted(where, f"checkpoint saved: {saved}", self._resume_hint())
+
+    def _stop_before_start(self, run: Run) -> None:
+        """A stop asked while the run loaded: nothing was trained since its latest checkpoint,
+        so it stops without saving one."""
+        if self.stop.agreed(self._share):
+            latest = run.state.checkpoint_path
+            raise self.stop.interrupted("", f"nothing trained since {latest or 'the start'}", self._resume_hint())
 
     def _resume_hint(self) -> str:
         return f"resume with: {resume_command(self.config.logging.log_dir)}"

@@ -23,11 +23,13 @@ from typing import Any
 
 from retrain.backends.create import create_backend, require_runnable
 from retrain.backends.protocol import TrainBackend
+from retrain.config.folders import adapter_folder
 from retrain.config.schema import TrainConfig
 from retrain.io.layout import FINAL, checkpoint_name
 from retrain.process.spans import Spans, span
 from retrain.training import faults
 from retrain.training.console import PlainReporter, Reporter
+from retrain.training.interrupt import StopRequest, resume_command
 from retrain.training.log import RunLog
 from retrain.training.meta import RunStatus
 from retrain.training.result import RunResult
@@ -55,6 +57,7 @@ class SftTrainer:
             log = RunLog(c.logging.log_dir, log_generations=False)
             cleanup.callback(log.close)
             status = RunStatus(c, config_path=self.config_path, write=log.write_meta, sft_data=data.provenance())
+            stop = cleanup.enter_context(StopRequest(self.reporter.message).installed())
             start = cleanup.enter_context(running(c, log, status))
             write_start(c, data, log.dir)
             log.open_trackers(c, condition="sft", warn=self.reporter.message)
@@ -64,8 +67,8 @@ class SftTrainer:
                 backend.load_checkpoint(start.checkpoint)
             if start.note:
                 self.reporter.message(start.note)
-            summary = self._train(data, backend, log, start.state)
-            final = backend.save_adapter(str(Path(c.backend.adapter_path) / FINAL))
+            summary = self._train(data, backend, log, start.state, stop)
+            final = backend.save_adapter(str(adapter_folder(c) / FINAL))
             write_manifest(c, data, log.dir, Path(final), start.state.sft_schedule, summary)
             start.state.checkpoint_name, start.state.checkpoint_path = FINAL, final
             log.finish_state(start.state)
@@ -76,7 +79,8 @@ class SftTrainer:
             return RunResult(c.logging.log_dir, final, c.training.max_steps, summary)
         raise AssertionError("unreachable")  # ExitStack does not swallow exceptions
 
-    def _train(self, data: SftData, backend: TrainBackend, log: RunLog, state: TrainerState) -> dict[str, Any]:
+    def _train(self, data: SftData, backend: TrainBackend, log: RunLog, state: TrainerState,
+               stop: StopRequest) -> dict[str, Any]:
         c, t = self.config, self.config.training
         state.phase = "sft"
         plan = schedule_state(c, state, len(data.rows))
@@ -86,6 +90,8 @@ class SftTrainer:
         self.reporter.start({"trainer": "sft", "model": c.model.model, "backend": c.backend.backend,
                              "steps": total, "rows": len(data.rows), "batch": plan.batch_size,
                              "epochs": round(schedule.epoch_of(total - 1), 3), "log_dir": c.logging.log_dir})
+        if stop.requested:
+            raise stop.interrupted("", f"nothing trained since {state.checkpoint_path or 'the start'}", self._hint())
         for step in range(state.sft_step + 1, total):
             with Spans().collect() as spans:
                 batch = batches.step(step)
@@ -109,9 +115,12 @@ class SftTrainer:
             state.sft_losses.add(out.loss)
             self.reporter.sft(step, total, row)
             faults.crash_if("sft_after_step", step)
-            if t.save_every > 0 and (step + 1) % t.save_every == 0 and step + 1 < total:
-                path = Path(c.backend.adapter_path) / checkpoint_name(step)
-                log.checkpoint(backend, None, state, path, step=step, phase="sft")
+            due = t.save_every > 0 and (step + 1) % t.save_every == 0 and step + 1 < total
+            if due or (stop.requested and step + 1 < total):
+                path = adapter_folder(c) / checkpoint_name(step)
+                saved = log.checkpoint(backend, None, state, path, step=step, phase="sft")
+                if stop.requested:
+                    raise stop.interrupted(f"SFT step {step}", f"checkpoint saved: {saved}", self._hint())
         summary: dict[str, Any] = {"condition": "sft", "steps": total, "unit": "SFT steps"}
         halves = state.sft_losses.halves()
         if halves is not None:
@@ -120,6 +129,9 @@ class SftTrainer:
         elif state.sft_losses.mean() is not None:
             summary["mean_loss"] = state.sft_losses.mean()
         return summary
+
+    def _hint(self) -> str:
+        return f"resume with: {resume_command(self.config.logging.log_dir)}"
 
 
 def run_sft(config: TrainConfig, reporter: Reporter | None = None, *, config_path: str = "") -> RunResult:
