@@ -7,8 +7,10 @@ purpose, for the tests of retrain's HTTP clients (tests/faults/): each request i
   byte every `drip_s`: each wait on the socket is short, the whole reply is not;
 - "drip_head": the status line and headers themselves a byte every `drip_s`;
 - "endless": 200 without a Content-Length, then bytes without end;
+- "short": the body's Content-Length, then half the body and a closed connection;
 - "huge": 200 declaring a Content-Length of 10 GB, then bytes without end;
-- "redirect": 302 to `location` (with the request's own headers recorded, to see what travels).
+- "redirect": 302 to `location`, unless the request is for `location`'s own path (a redirect
+  to the same server), which is answered as "ok".
 
 Every request's path and headers are recorded; a writer thread ends when its client hangs up.
 """
@@ -20,6 +22,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import urlsplit
 
 CHAT_YES = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "yes"}}]}).encode()
 
@@ -73,7 +76,7 @@ class FaultyServer:
                 time.sleep(self.drip_s)
             w.write(self.body)
             return
-        if self.mode == "redirect":
+        if self.mode == "redirect" and h.path != urlsplit(self.location).path:
             h.send_response(302)
             h.send_header("Location", self.location)
             h.send_header("Content-Length", "0")
@@ -92,6 +95,9 @@ class FaultyServer:
         h.send_header("Content-Type", "application/json")
         h.send_header("Content-Length", str(len(self.body)))
         h.end_headers()
+        if self.mode == "short":
+            w.write(self.body[: len(self.body) // 2])
+            return
         if self.mode == "drip":
             for i in range(len(self.body)):
                 w.write(self.body[i:i + 1])

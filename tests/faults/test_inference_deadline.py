@@ -11,7 +11,12 @@ from collections.abc import Iterator
 import pytest
 from faulty_http import FaultyServer
 
-from retrain.inference_engine.openai.client import MAX_REPLY_BYTES, InferenceServerError, RetryPolicy, ServerClient
+from retrain.inference_engine.openai.client import (
+    MAX_REPLY_BYTES,
+    InferenceServerError,
+    RetryPolicy,
+    ServerClient,
+)
 
 
 @pytest.fixture

@@ -60,3 +60,10 @@ def test_each_retry_gets_its_own_deadline() -> None:
     assert batch.timeouts == 1 and tries == 3
     # 3 x 0.5 s of requests and 0.5 + 1 s of backoff
     assert took < 4.5, took
+
+
+def test_the_verifiers_client_is_cut_at_the_deadline_too() -> None:
+    with FaultyServer("drip", drip_s=0.2) as server:
+        batch, took = scored(judge(server.url, timeout_s=1.0, judge_client="verifiers"))
+    assert took < 3.0, f"the request took {took:.1f} s under timeout_s = 1"
+    assert batch.timeouts == 1 and batch.faults[0].kind == "a judge that did not answer"

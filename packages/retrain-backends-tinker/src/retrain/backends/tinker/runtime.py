@@ -117,13 +117,14 @@ def served_models(sdk: Any, svc: Service, *, timeout_s: float) -> list[str]:
     """The base models the service trains (`get_server_capabilities`); BackendUnavailable,
     in one line without the key, when it does not answer.
 
-    One plain HTTP request goes first: the SDK's clients retry a refused connection for
-    minutes before they raise, so an unreachable service would otherwise look like a hang."""
-    import httpx
+    One plain HTTP request goes first (the whole of it within `timeout_s`, its reply capped):
+    the SDK's clients retry a refused connection for minutes before they raise, so an
+    unreachable service would otherwise look like a hang."""
+    from retrain.io.http import HttpFailure, request
 
     try:
-        httpx.get(f"{base_url(svc)}/api/v1/healthz", timeout=timeout_s)
-    except httpx.HTTPError as exc:
+        request("GET", f"{base_url(svc)}/api/v1/healthz", deadline_s=timeout_s, max_bytes=1 << 20)
+    except HttpFailure as exc:
         raise BackendUnavailable(f"cannot reach the Tinker service at {svc.where}: "
                                  f"{describe_failure(exc, svc.key)}") from None
     try:
