@@ -97,9 +97,8 @@ class Trainer:
         for refused in several_processes(c, self.world.size, torchrun=True) if self.world.distributed else ():
             raise FlowError(f"{refused.key}: {refused.message}", hint=refused.hint)
         report = trace(c)
-        if not report.ok:
-            raise FlowError("training flow validation failed: " + "; ".join(
-                i.message for i in report.issues if i.severity == "error"))
+        if (why := report.refusal()) is not None:
+            raise FlowError(why)
         for issue in report.issues:
             self.reporter.message(f"flow warning [{issue.category}]: {issue.message}")
         return build_flow(c, reward_dir=c.logging.log_dir if self.world.leader else None)
