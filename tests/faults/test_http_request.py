@@ -74,10 +74,10 @@ def test_a_refused_connection_and_a_bad_port_name_the_url() -> None:
     ("http://localhost:99999/v1", "has a port that is not a number from 1 to 65535"),
     ("http://localhost:0/v1", "has port 0, which no server listens on"),
     ("http://localhost:http/v1", "has a port that is not a number from 1 to 65535"),
-    ("ftp://host/v1", "must be a http:// or https:// URL"),
+    ("ftp://host/v1", "must be an http:// or https:// URL"),
     ("http:///v1", "names no host"),
     ("http://host name/v1", "is not a URL (it is empty or holds whitespace)"),
-    ("127.0.0.1:8000", "must be a http:// or https:// URL"),
+    ("127.0.0.1:8000", "must be an http:// or https:// URL"),
 ])
 def test_check_url(url: str, why: str | None) -> None:
     assert check_url(url) == why

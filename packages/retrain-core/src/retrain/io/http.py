@@ -256,7 +256,8 @@ def check_url(value: str, schemes: Iterable[str] = ("http", "https")) -> str | N
         return "is not a URL (it is empty or holds whitespace)"
     parts = urlsplit(value)
     if parts.scheme not in allowed:
-        return f"must be a {' or '.join(s + '://' for s in allowed)} URL"
+        named = [s + "://" for s in allowed]
+        return f"must be an {', '.join(named[:-1]) + ' or ' + named[-1] if len(named) > 1 else named[0]} URL"
     if not parts.hostname:
         return "names no host"
     try:

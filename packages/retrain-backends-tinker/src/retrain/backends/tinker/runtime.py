@@ -15,6 +15,7 @@ from typing import Any
 
 from retrain.backends.errors import BackendUnavailable
 from retrain.config.schema import TrainConfig
+from retrain.io.http import check_url
 
 KEY_ENV = "TINKER_API_KEY"
 URL_ENV = "TINKER_BASE_URL"
@@ -96,6 +97,8 @@ def service(config: TrainConfig) -> Service:
         raise BackendUnavailable(f"backend = \"tinker\" needs an API key: set {KEY_ENV} "
                                  "(or [backend.options] api_key)")
     url = config.model.base_url or os.environ.get(URL_ENV, "")
+    if url and (why := check_url(url)):  # [model] base_url is checked at load; $TINKER_BASE_URL only here
+        raise BackendUnavailable(f"{'[model] base_url' if config.model.base_url else '$' + URL_ENV} = {url!r} {why}")
     return Service(url.rstrip("/"), Secret(key))
 
 
