@@ -238,6 +238,9 @@ class Trainer:
             saved = self._checkpoint_unless_saved(run, step)
             raise run.faults.budget_error(recorded.failed, int(trained.rollouts.rewards.size), saved,
                                           self._resume_hint())
+        if recorded.never_scored:
+            assert run.faults is not None
+            raise run.faults.never_scored_error(run.state.idle, self._checkpoint_unless_saved(run, step))
         self._stop_if_asked(run, step)
 
     def _captured_step(self, run: Run, adv: Any) -> tuple[Any, dict[str, str]]:
