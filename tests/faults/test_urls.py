@@ -64,3 +64,15 @@ def test_a_bad_tinker_url_from_the_environment_names_the_variable(monkeypatch: p
     monkeypatch.setenv("TINKER_BASE_URL", "http://127.0.0.1:65536")
     with pytest.raises(BackendUnavailable, match=r"\$TINKER_BASE_URL = 'http://127.0.0.1:65536' has a port"):
         service(TrainConfig())
+
+
+@pytest.mark.parametrize(("address", "why"), [
+    ("", None), ("auto", None), ("ray://10.0.0.1:10001", None), ("10.0.0.1:6379", None),
+    ("ray://10.0.0.1:100001", "has a port that is not a number from 1 to 65535"),
+    ("http://10.0.0.1:8265", "must be a ray:// URL"),
+    ("10.0.0.1:99999", "has a port that is not a number from 1 to 65535"),
+])
+def test_the_campaign_ray_address(address: str, why: str | None) -> None:
+    from retrain.campaign.parse import ray_address_problem
+
+    assert ray_address_problem(address) == why

@@ -257,7 +257,9 @@ def check_url(value: str, schemes: Iterable[str] = ("http", "https")) -> str | N
     parts = urlsplit(value)
     if parts.scheme not in allowed:
         named = [s + "://" for s in allowed]
-        return f"must be an {', '.join(named[:-1]) + ' or ' + named[-1] if len(named) > 1 else named[0]} URL"
+        listed = ", ".join(named[:-1]) + " or " + named[-1] if len(named) > 1 else named[0]
+        article = "an" if listed[0] in "aehiou" else "a"  # an http://, a ray://
+        return f"must be {article} {listed} URL"
     if not parts.hostname:
         return "names no host"
     try:
