@@ -107,3 +107,27 @@ def test_explain_and_trace_refuse_what_the_run_refuses(tmp_path: Path) -> None:
         assert "[algorithm.transform_params] delight_etaa: unknown key" in res.stderr, (cmd, res.stderr)
         assert "Traceback" not in res.stderr
     assert not (tmp_path / "run" / "logs").exists()
+
+
+ALGORITHM = '''
+def mine(ctx):
+    return [[0.0] * len(lp) for lp in ctx.logprobs]
+mine.param_keys = ("temperature",)
+'''
+
+
+def test_an_algorithm_plugin_declares_the_keys_of_algorithm_params(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "my_algo.py").write_text(ALGORITHM)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "my_algo", raising=False)
+    path = write(tmp_path, "[algorithm]\nalgorithm_mode = \"my_algo.mine\"\n[algorithm.params]\ntemperature = 0.5\n"
+                           "uncertainty_kind = \"surprisal\"\n[algorithm.params.transform_params]\nits_own = 1\n"
+                           "[algorithm.advantage_params]\nalso_its_own = 2\n")
+    loaded = load_config(path)
+    assert loaded.config.algorithm.params["temperature"] == 0.5
+    path = write(tmp_path, "[algorithm]\nalgorithm_mode = \"my_algo.mine\"\n[algorithm.params]\ntemperatur = 0.5\n",
+                 "t.toml")
+    [err] = refusals(path)
+    assert "[algorithm.params] temperatur: unknown key, not read by algorithm plugin 'my_algo.mine'" in err
+    assert "did you mean 'temperature'?" in err

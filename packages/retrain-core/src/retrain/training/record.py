@@ -87,5 +87,6 @@ def record_step(config: TrainConfig, run: Run, trained: TrainedStep, reporter: S
     reporter.step(s, config.training.max_steps, row)
     assert run.faults is not None
     over_budget = run.faults.observe(s, rollouts.reward_faults, failed, int(rollouts.rewards.size))
+    stops = config.reward.max_error_steps > 0  # 0 switches every reward-fault stop off, this one too
     last = s == config.training.max_steps - 1
-    return RecordedStep(row, failed, over_budget, never_scored=last and run.state.idle.never_scored)
+    return RecordedStep(row, failed, over_budget, never_scored=stops and last and run.state.idle.never_scored)

@@ -14,6 +14,8 @@ reward function has a typo. So:
 - a run shorter than that whose reward scored none of its completions (every one failed: a
   judge that was down from the start) ends the same way at its last step, exit status 3, and
   not as a run that completed and trained nothing: the reward, not the data, is at fault.
+  `max_error_steps = 0` switches both stops off; the closing verdict still names the failure
+  (retrain.training.idle).
 """
 
 from __future__ import annotations

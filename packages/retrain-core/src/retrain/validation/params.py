@@ -130,12 +130,13 @@ def tables(c: TrainConfig, keys: _Keys) -> list[Table]:
     nested = nested if isinstance(nested, dict) else {}
     discover = [Reader(DISCOVER_TRAINER, frozenset(DISCOVER_PARAMS))] if c.training.trainer == "ttt_discover" else []
     recipe = BUILTIN_ALGORITHMS.get(a.algorithm_mode) if a.algorithm_mode else None
+    selectors = frozenset(SELECTOR_KEYS)
     if a.algorithm_mode and recipe is None:  # a plugin: all three tables are handed to it
         plugin = f"algorithm plugin {a.algorithm_mode!r}"
         own = keys.of("algorithm_mode", a.algorithm_mode, "[algorithm] algorithm_mode")
         passed = Reader(plugin, None)
         return [Table(PARAMS_TABLE, a.params, [Reader(plugin, own | {"transform_params"} if own is not None else None),
-                                               *discover]),
+                                               *discover], selectors),
                 Table(TRANSFORM_TABLE, a.transform_params, [passed]),
                 Table(NESTED_TABLE, nested, [passed]),
                 Table(ADVANTAGE_TABLE, a.advantage_params, [passed])]
@@ -145,7 +146,6 @@ def tables(c: TrainConfig, keys: _Keys) -> list[Table]:
     if is_dotted(a.uncertainty_kind) and (transform in builtin.GTPO_TRANSFORMS or transform not in builtin.TRANSFORM_MODES):
         readers.append(Reader(f"uncertainty plugin {a.uncertainty_kind!r}",
                               keys.of("uncertainty_kind", a.uncertainty_kind, "[algorithm] uncertainty_kind")))
-    selectors = frozenset(SELECTOR_KEYS)
     advantage_keys = frozenset() if advantage == "discover_entropic" else keys.of(
         "advantage_mode", advantage, "[algorithm] advantage_mode")
     out = [Table(TRANSFORM_TABLE, a.transform_params, readers, selectors),

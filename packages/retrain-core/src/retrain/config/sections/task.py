@@ -64,8 +64,8 @@ class RewardConfig(Section):
     ] = 0.5
     max_error_steps: Annotated[
         int, F("Steps in a row at max_error_share that stop the run (a checkpoint is saved, exit status 3); "
-               "0 = never stop. A run whose reward scored none of its completions stops at its last step "
-               "either way, with exit status 3.", ge=0)
+               "0 = never stop. Above 0, a run too short to reach it whose reward scored none of its "
+               "completions stops at its last step the same way.", ge=0)
     ] = 3
 
 
