@@ -4,7 +4,9 @@ purpose, for the tests of retrain's HTTP clients (tests/faults/): each request i
 
 - "ok": status `status` with `body`;
 - "drip": the status and headers at once (with the body's Content-Length), then the body one
-  byte every `drip_s`: each wait on the socket is short, the whole reply is not;
+  byte every `drip_s`, padded with spaces to `DRIP_BYTES` (a minute at 0.2 s, whatever the
+  machine's load: far from any deadline a test sets): each wait on the socket is short, the
+  whole reply is not;
 - "drip_head": the status line and headers themselves a byte every `drip_s`;
 - "endless": 200 without a Content-Length, then bytes without end;
 - "short": the body's Content-Length, then half the body and a closed connection;
@@ -24,6 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+DRIP_BYTES = 300
 CHAT_YES = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "yes"}}]}).encode()
 
 
@@ -91,20 +94,21 @@ class FaultyServer:
             block = b"x" * 65536
             while True:
                 w.write(block)
+        body = self.body.ljust(DRIP_BYTES) if self.mode == "drip" else self.body
         h.send_response(self.status)
         h.send_header("Content-Type", "application/json")
-        h.send_header("Content-Length", str(len(self.body)))
+        h.send_header("Content-Length", str(len(body)))
         h.end_headers()
         if self.mode == "short":
-            w.write(self.body[: len(self.body) // 2])
+            w.write(body[: len(body) // 2])
             return
         if self.mode == "drip":
-            for i in range(len(self.body)):
-                w.write(self.body[i:i + 1])
+            for i in range(len(body)):
+                w.write(body[i:i + 1])
                 w.flush()
                 time.sleep(self.drip_s)
             return
-        w.write(self.body)
+        w.write(body)
 
     def close(self) -> None:
         self.httpd.shutdown()

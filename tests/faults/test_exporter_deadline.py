@@ -23,7 +23,7 @@ def test_a_dripping_client_is_cut_at_the_deadline(tmp_path: Path, monkeypatch: p
         with socket.create_connection((host, port), timeout=5) as slow:
             t0 = time.monotonic()
             cut = False
-            for byte in b"GET /metrics HTTP/1.1\r\nX-Padding: " + b"x" * 100:
+            for byte in b"GET /metrics HTTP/1.1\r\nX-Padding: " + b"x" * 300:
                 try:
                     slow.sendall(bytes([byte]))
                 except OSError:
@@ -37,7 +37,7 @@ def test_a_dripping_client_is_cut_at_the_deadline(tmp_path: Path, monkeypatch: p
                 except TimeoutError:
                     pass
             took = time.monotonic() - t0
-        assert cut and took < 3.0, f"the connection was {'cut' if cut else 'held'} after {took:.1f} s"
+        assert cut and took < 10.0, f"the connection was {'cut' if cut else 'held'} after {took:.1f} s"
         with urllib.request.urlopen(server.url + "/healthz", timeout=10) as answer:
             assert answer.status == 200
     finally:

