@@ -169,7 +169,8 @@ def _exchange(method: str, url: str, body: bytes | None, headers: Mapping[str, s
         data, size = _body(resp, url, max_bytes, into)
         if watchdog.fired:  # the shut socket reads as an early end of the body
             raise deadline.exceeded()
-        if declared is not None and size < declared:
+        bodiless = method == "HEAD" or resp.status in (204, 304) or resp.status < 200
+        if declared is not None and size < declared and not bodiless:
             raise HttpFailure(f"{url}: {_reason(http.client.IncompleteRead(b'', declared - size))}", url)
         return Reply(resp.status, found, data, url, size)
     except HttpFailure:
