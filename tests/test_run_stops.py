@@ -109,7 +109,8 @@ def test_evaluation_shows_a_failing_reward_before_the_first_step(in_root: Path,
     config = config_for(in_root, "failing_in_eval", FAILING, max_steps=1,
                         tables={"eval": {"before_train": True, "at_end": False, "k": 2}})
     messages = Messages()
-    train(config, messages)
+    with pytest.raises(RewardErrorBudget, match="the reward scored none of the run's 8 completions"):
+        train(config, messages)  # one step, fewer than max_error_steps: the run's end is the stop
     first_eval = next(m for m in messages.lines if m.startswith("eval after 0 RL steps"))
     assert first_eval.endswith("reward_errors=32/32")  # 16 held-out problems x 2 samples
     firsts = [m for m in messages.lines if m.startswith("reward failed (first of its kind")]
@@ -137,9 +138,12 @@ def test_a_result_that_is_not_a_number_is_its_own_kind(in_root: Path, monkeypatc
     config = config_for(in_root, "failing_type", FAILING, max_steps=2)
     config.reward.max_error_steps = 0  # never stop: the budget can be switched off
     messages = Messages()
-    train(config, messages)
+    result = train(config, messages)
     firsts = [m for m in messages.lines if m.startswith("reward failed (first of its kind")]
     assert len(firsts) == 1 and "a result that is not a number (dict)" in firsts[0]
+    # the run completes, and its verdict blames the reward's failure, not a sparse reward
+    assert result.summary["untrained"].startswith("no RL step trained: the reward failed on most completions")
+    assert "a result that is not a number (dict)" in result.summary["untrained"]
 
 
 def test_ctrl_c_finishes_the_step_saves_and_resumes_exactly(in_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,7 +1,7 @@
 """The Delight transforms take their documented parameters or refuse them: an unknown
-`delight_*` key is an error naming it (the pipeline and `retrain trace` alike), `delight_*`
-keys under a transform that reads none warn, and `[gtpo] beta` / `[hicra] alpha`, which no
-Delight transform reads, warn at load naming the switch."""
+`delight_*` key is an error naming it (loading, the pipeline and `retrain trace` alike),
+`delight_*` keys under a transform that reads none warn at load, and `[gtpo] beta` /
+`[hicra] alpha`, which no Delight transform reads, warn at load naming the switch."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from retrain.advantages.pipeline import build_pipeline
+from retrain.config.errors import ConfigError
 from retrain.config.schema import SECTIONS, TrainConfig
 from retrain.validation.load import load_config
 from retrain.validation.trace import trace
@@ -31,12 +32,16 @@ def test_an_unknown_delight_param_is_an_error_naming_it(transform: str) -> None:
     assert [i.message for i in report.issues if i.severity == "error" and "delight_eta_mod" in i.message]
 
 
-def test_delight_params_under_another_transform() -> None:
-    typo = trace(make_config(algorithm={"transform_mode": "gtpo", "transform_params": {"delight_etaa": 1.0}}))
-    assert not typo.ok and any("delight_etaa" in i.message for i in typo.issues if i.severity == "error")
-    unread = trace(make_config(algorithm={"transform_mode": "gtpo", "transform_params": {"delight_eta": 2.0}}))
-    [issue] = [i for i in unread.issues if "delight_eta" in i.message]
-    assert unread.ok and issue.severity == "warning" and "not read" in issue.message and "'gtpo'" in issue.message
+def test_delight_params_under_another_transform(tmp_path: Path) -> None:
+    p = tmp_path / "c.toml"
+    p.write_text("[algorithm]\ntransform_mode = 'gtpo'\n[algorithm.transform_params]\ndelight_etaa = 1.0\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(p)
+    [typo] = [i.render() for i in info.value.issues]
+    assert "[algorithm.transform_params] delight_etaa: unknown key" in typo and "'delight_eta'" in typo
+    p.write_text("[algorithm]\ntransform_mode = 'gtpo'\n[algorithm.transform_params]\ndelight_eta = 2.0\n")
+    [warning] = [w.render() for w in load_config(p).warnings if "delight_eta" in w.render()]
+    assert "not read by transform 'gtpo'" in warning and "'delight'" in warning
 
 
 def test_gtpo_beta_and_hicra_alpha_do_not_move_delight_and_warn(tmp_path: Path) -> None:

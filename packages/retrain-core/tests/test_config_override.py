@@ -12,12 +12,13 @@ from retrain.validation.load import load_config
 
 def test_forms_and_precedence(tmp_path: Path) -> None:
     p = tmp_path / "c.toml"
-    p.write_text("[training]\nlr = 0.1\nmax_steps = 3\n[algorithm.transform_params]\na = 1\n")
+    p.write_text("[training]\nlr = 0.1\nmax_steps = 3\n[algorithm]\ntransform_mode = 'delight'\n"
+                 "[algorithm.transform_params]\ndelight_eta = 1\n")
     c = load_config(p, ["--lr", "1e-4", "--max-steps=9", "--training.batch_size", "3",
-                        "--transform-param", "b=1e-4", "--transform-param", "c=true",
+                        "--transform-param", "delight_k_frac=1e-4", "--transform-param", "delight_eta_adaptive=true",
                         "--backend-opt", "train_microbatch_size=2", "--resume", "logs/x"]).config
     assert c.training.lr == 1e-4 and c.training.max_steps == 9 and c.training.batch_size == 3
-    assert c.algorithm.transform_params == {"a": 1, "b": 1e-4, "c": True}
+    assert c.algorithm.transform_params == {"delight_eta": 1, "delight_k_frac": 1e-4, "delight_eta_adaptive": True}
     assert c.backend.options["train_microbatch_size"] == 2
     assert c.resume.from_ == "logs/x"
 

@@ -84,8 +84,8 @@ def test_config_accepts_ttt_discover():
 
 @pytest.mark.parametrize(("flags", "key"), [
     (("--resume-from", "logs/x"), "cannot resume"),
-    (("--algorithm-param", "puct_c=-1"), "[algorithm.params] puct_c"),
-    (("--algorithm-param", "context_k=1.5"), "[algorithm.params] context_k"),
+    (("--algorithm-param", "puct_c=-1"), "--algorithm-param puct_c (command line)"),
+    (("--algorithm-param", "context_k=1.5"), "--algorithm-param context_k (command line)"),
 ])
 def test_config_refuses_what_discover_cannot_do(flags, key):
     with pytest.raises(ConfigError) as info:

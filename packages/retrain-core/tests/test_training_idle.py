@@ -64,3 +64,25 @@ def test_the_summary_headline_and_warning(updates: int, head: str) -> None:
     assert lines[0].startswith(head)
     assert ("  warning: no RL step trained: why" in lines) == (updates == 0)
     assert ("  what gives a group rewards that differ: what helps" in lines) == (updates == 0)
+
+
+def test_steps_whose_reward_failed_are_blamed_on_the_reward_not_on_sparsity() -> None:
+    idle = IdleSteps()
+    idle.add(updated=True, tied=False, correct=3, total=8)
+    for _ in range(3):  # the judge went down: every completion failed to score, every group tied at 0
+        idle.add(updated=False, tied=True, correct=0, total=8, failed=8,
+                 fault="a judge that could not be reached: HTTP 503 from http://127.0.0.1:9/v1/chat/completions")
+    verdict = idle.verdict() or ""
+    assert verdict.startswith("3 of 4 RL steps trained nothing: the reward failed on most completions")
+    assert "HTTP 503" in verdict and "too sparse" not in verdict
+    assert "reward_errors.log" in idle.remedy()
+    assert idle.scored == 8 and idle.unscored == 24 and not idle.never_scored
+
+
+def test_a_run_that_scored_nothing_is_told_apart() -> None:
+    idle = IdleSteps()
+    idle.add(updated=False, tied=True, correct=0, total=8, failed=8, fault="a judge that did not answer")
+    assert idle.never_scored
+    idle.add(updated=False, tied=True, correct=0, total=8, failed=7)
+    assert not idle.never_scored and idle.fault == "a judge that did not answer"
+    assert not IdleSteps().never_scored

@@ -13,6 +13,7 @@ from retrain.config.fields import CoerceError, by_flat, coerce, with_values
 from retrain.config.override import Overrides
 from retrain.config.schema import CampaignConfig, TrainConfig
 from retrain.config.source import TomlSource
+from retrain.io.http import check_url
 from retrain.validation import validate
 from retrain.validation.load import LoadedConfig, locate
 
@@ -48,6 +49,14 @@ class CampaignPlan:
         return len(self.conditions) * len(self.settings.seeds)
 
 
+def ray_address_problem(address: str) -> str | None:
+    """None for "", "auto", a Ray client URL (ray://HOST:PORT) or a cluster's HOST:PORT;
+    else what is wrong with it (`retrain.io.http.check_url`'s words)."""
+    if address in ("", "auto"):
+        return None
+    return check_url(address if "://" in address else "ray://" + address, ("ray",))
+
+
 def condition_label(advantage_mode: str, transform_mode: str, overrides: dict[str, Any]) -> str:
     label = f"{advantage_mode}+{transform_mode}"
     if overrides:
@@ -69,6 +78,9 @@ def parse_campaign(source: TomlSource, base: LoadedConfig) -> CampaignPlan:
     for seed in settings.seeds:
         if not -1 <= seed <= _SEED_MAX:
             issues.append(ConfigIssue(f"seed {seed} must be in [-1, {_SEED_MAX}]", key="[campaign] seeds"))
+    if problem := ray_address_problem(settings.ray_address):
+        issues.append(ConfigIssue(f"{settings.ray_address!r} {problem}", key="[campaign] ray_address",
+                                  hint='"auto", "ray://HOST:10001" or "HOST:6379"; empty starts a local Ray instance'))
     max_steps = settings.max_steps or base.config.training.max_steps
     raw_conditions = settings.conditions or [
         {"advantage_mode": a, "transform_mode": t} for a, t in DEFAULT_CONDITIONS

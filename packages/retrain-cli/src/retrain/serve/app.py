@@ -4,8 +4,11 @@ renders prompts to ids and samples through it), /health and Prometheus /metrics.
 
 Every answer that is not a success is OpenAI's error object with the offending field in
 `param`: a bad body is 400 naming the field, an unknown model 404, a missing or wrong API key
-401. The API key is compared in constant time and never written to a log or an error; an
-adapter path is accepted only under the adapter root.
+401, a body over `MAX_BODY_BYTES` 413 (retrain.backends.body_limit). The API key is compared in
+constant time and never written to a log or an error; an adapter path is accepted only under
+the adapter root. The event loop only routes: text is tokenised and a chat template rendered
+on a worker thread, and the model runs on the engine's own, so a long prompt never holds up
+another request (`/health` included).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 from retrain.backends import token_generate
+from retrain.backends.body_limit import MAX_BODY_BYTES, BodyLimit
 from retrain.backends.serving import UNAUTHORIZED, ServeError, ServeRequest, authorized
 from retrain.serve.schema import (
     ChatRequest,
@@ -37,7 +41,8 @@ OPEN_PATHS = frozenset({"/health"})
 
 
 def error(status: int, message: str, *, param: str | None = None, kind: str = "") -> JSONResponse:
-    kinds = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoundError", 500: "InternalServerError"}
+    kinds = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoundError", 413: "RequestTooLarge",
+             500: "InternalServerError"}
     return JSONResponse({"error": {"message": message, "type": kind or kinds.get(status, "Error"), "param": param,
                                    "code": status}}, status_code=status)
 
@@ -56,7 +61,8 @@ def _validation_error(exc: RequestValidationError) -> JSONResponse:
     return error(400, f"{field or 'body'}: {msg}", param=top)
 
 
-def create_app(engine: Any, *, api_key: str = "", adapter_root: Path | None = None) -> FastAPI:
+def create_app(engine: Any, *, api_key: str = "", adapter_root: Path | None = None,
+               max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
     """`engine` takes `retrain.backends.serving.ServeRequest`s (the local backend's is
     `retrain.inference_engine.pytorch.serving.ServingEngine`)."""
     app = FastAPI(title="retrain serve", docs_url=None, redoc_url=None, openapi_url=None)
@@ -65,6 +71,7 @@ def create_app(engine: Any, *, api_key: str = "", adapter_root: Path | None = No
     app.exception_handler(RequestValidationError)(_invalid)
     app.exception_handler(ServeError)(_refused)
     app.middleware("http")(routes.auth)
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     app.get("/health")(health)
     app.get("/v1/models")(routes.models)
     app.get("/metrics")(routes.metrics)
@@ -180,7 +187,7 @@ class _Routes:
 
     async def completions(self, body: CompletionRequest) -> Any:
         adapter = self._adapter_of(body.model)
-        prompts = self._completion_prompts(body.prompt)
+        prompts = await asyncio.to_thread(self._completion_prompts, body.prompt)
         top_n = body.logprobs or 0
         request = _serve_request(body, prompts, _sampling(body, self._limit(body.max_tokens, prompts)), adapter, top_n)
         view = _View(self.engine, body, chat=False, want_logprobs=body.logprobs is not None, top_n=top_n)
@@ -188,7 +195,7 @@ class _Routes:
 
     async def chat(self, body: ChatRequest) -> Any:
         adapter = self._adapter_of(body.model)
-        prompts = [self.engine.chat_prompt([m.as_template() for m in body.messages])]
+        prompts = [await asyncio.to_thread(self.engine.chat_prompt, [m.as_template() for m in body.messages])]
         limit = body.max_completion_tokens or body.max_tokens
         top_n = (body.top_logprobs or 0) if body.logprobs else 0
         request = _serve_request(body, prompts, _sampling(body, self._limit(limit, prompts)), adapter, top_n)
@@ -201,8 +208,7 @@ class _Routes:
         except ValueError:
             return error(400, "the request body is not valid JSON")
         prompt = token_generate.prompt_of(body)
-        model = body.get("model", self.engine.model_name)
-        adapter = self._adapter_of(model) if isinstance(model, str) else None
+        adapter = self._adapter_of(token_generate.model_of(body, self.engine.model_name))
         base = SamplingParams(max_tokens=self._limit(None, [prompt]))
         params = token_generate.sampling_of(body.get("sampling_params"), base, getattr(self.engine, "eos_ids", ()))
         serve = ServeRequest(prompts=[prompt], n=1, params=params, adapter=adapter, seed=params.seed,

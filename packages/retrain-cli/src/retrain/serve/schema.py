@@ -2,7 +2,9 @@
 
 Unknown fields are refused rather than ignored: a sampling option the server silently
 dropped would change results without a trace. The vLLM extensions that clients (the
-verifiers harness, retrain's own engine) send are accepted and honoured.
+verifiers harness, retrain's own engine) send are accepted and honoured. Values are taken as
+sent (strict: `true` is not the number 1, nor 0 the flag false) and every number is bounded, so
+nothing a client sends reaches the sampler unchecked.
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-Strict = ConfigDict(extra="forbid")
+from retrain.backends.serving import SEED_MAX, SEED_MIN
+
+Strict = ConfigDict(extra="forbid", strict=True)
+Count = Annotated[int, Field(ge=1, le=2 ** 31 - 1)]
 
 
 class StreamOptions(BaseModel):
@@ -25,15 +30,15 @@ class Sampling(BaseModel):
 
     model_config = Strict
     model: str
-    temperature: Annotated[float, Field(ge=0, le=100)] = 1.0
-    top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
-    top_k: int | None = None
-    min_p: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    temperature: Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)] = 1.0
+    top_p: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = 1.0
+    top_k: Annotated[int, Field(le=2 ** 31 - 1)] | None = None
+    min_p: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = 0.0
     n: Annotated[int, Field(ge=1, le=512)] = 1
     stop: str | list[str] | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
-    seed: int | None = None
+    seed: Annotated[int, Field(ge=SEED_MIN, le=SEED_MAX)] | None = None
     user: str | None = None
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
@@ -77,10 +82,10 @@ class Sampling(BaseModel):
 
 class CompletionRequest(Sampling):
     prompt: str | list[int] | list[str] | list[list[int]]
-    max_tokens: Annotated[int, Field(ge=1)] | None = 16
+    max_tokens: Count | None = 16
     logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
     echo: bool = False
-    best_of: int | None = None
+    best_of: Count | None = None
     suffix: str | None = None
 
     @field_validator("prompt")
@@ -132,8 +137,8 @@ class ChatMessage(BaseModel):
 
 class ChatRequest(Sampling):
     messages: Annotated[list[ChatMessage], Field(min_length=1)]
-    max_tokens: Annotated[int, Field(ge=1)] | None = None
-    max_completion_tokens: Annotated[int, Field(ge=1)] | None = None
+    max_tokens: Count | None = None
+    max_completion_tokens: Count | None = None
     logprobs: bool = False
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
     tools: list[dict[str, Any]] | None = None

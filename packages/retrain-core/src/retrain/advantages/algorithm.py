@@ -23,6 +23,14 @@ from retrain.advantages.ragged import FLOAT_MAX, Floats
 class Recipe:
     advantage: str
     transform: str
+    #: the [algorithm.params] keys its episode step reads (the pipeline reads the nested
+    #: transform_params table of every recipe)
+    param_keys: frozenset[str] = frozenset()
+
+
+#: the [algorithm.params] keys `discover_beta` reads
+DISCOVER_ENTROPIC_KEYS = frozenset({"beta", "target_kl", "discover_target_kl", "beta_max", "discover_beta_max",
+                                    "beta_search_steps"})
 
 
 BUILTIN_ALGORITHMS: dict[str, Recipe] = {
@@ -36,9 +44,8 @@ BUILTIN_ALGORITHMS: dict[str, Recipe] = {
     "reinforce_pp_gtpo_sepa": Recipe("reinforce_pp", "gtpo_sepa"),
     "reinforce_pp_delight": Recipe("reinforce_pp", "delight"),
     "reinforce_pp_delight_sepa": Recipe("reinforce_pp", "delight_sepa"),
-    # The episode step reads [algorithm.params] (target_kl, beta_max, beta, ...).
-    "discover_entropic": Recipe("discover_entropic", "none"),
-    "ttt_discover_entropic": Recipe("discover_entropic", "none"),
+    "discover_entropic": Recipe("discover_entropic", "none", DISCOVER_ENTROPIC_KEYS),
+    "ttt_discover_entropic": Recipe("discover_entropic", "none", DISCOVER_ENTROPIC_KEYS),
 }
 
 # ---------------------------------------------------------------- discover_entropic

@@ -46,13 +46,17 @@ from retrain.advantages.transform import (
     token_output,
 )
 from retrain.advantages.transform import from_object as transform_from_object
-from retrain.advantages.uncertainty import Uncertainty, resolve_uncertainty, surprisal
+from retrain.advantages.uncertainty import (
+    SELECTOR_KEYS,
+    Uncertainty,
+    resolve_uncertainty,
+    surprisal,
+)
 from retrain.config.schema import TrainConfig
 from retrain.plugins.signature import call_with_params, from_factory, takes_context
 from retrain.registry.core import lookup
 
 EpisodeStage = Callable[[Floats, int], tuple[Floats, dict[str, float]]]
-_SELECTORS = ("uncertainty_kind", "uncertainty_metric", "token_uncertainty")
 
 
 @dataclass(frozen=True)
@@ -344,7 +348,7 @@ def _transform_params(
 
 
 def _uncertainty_name(config: TrainConfig, params: Mapping[str, Any]) -> str:
-    for key in _SELECTORS:
+    for key in SELECTOR_KEYS:
         value = params.get(key)
         if isinstance(value, str) and value.strip():
             return value

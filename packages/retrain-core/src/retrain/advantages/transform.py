@@ -15,7 +15,7 @@ Plugins (`transform_mode = "pkg.mod.attr"`) may be:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,7 @@ from retrain.advantages import credit
 from retrain.advantages.delight import transform as dg
 from retrain.advantages.delight.scale import NormMode
 from retrain.advantages.ragged import Floats, Ragged
-from retrain.plugins.signature import from_factory
+from retrain.plugins.signature import declared_param_keys, from_factory
 
 #: (layout, u, planning mask, lambda) -> transformed u
 UncertaintyTransform = Callable[[Ragged, Floats, Floats, float], Floats]
@@ -73,12 +73,19 @@ class Transform:
     post_process: PostProcess | None = None
     context: ContextFn | None = None
     source: str = "builtin"
+    #: the keys of the transform params it reads (besides the uncertainty selectors, which the
+    #: pipeline reads for every GTPO transform); None: a plugin that does not say
+    param_keys: frozenset[str] | None = frozenset()
 
 
 def _entropy_mask(
     layout: Ragged, tok: Floats, raw_u: Floats, params: Mapping[str, Any]
 ) -> tuple[Floats, dict[str, float]]:
     return credit.entropy_mask(tok, raw_u, mask_rho(params))
+
+
+#: the params keys `mask_rho` reads
+MASK_RHO_KEYS = frozenset({"surprisal_mask_rho", "entropy_mask_rho"})
 
 
 def mask_rho(params: Mapping[str, Any]) -> float:
@@ -127,7 +134,7 @@ BUILTIN_TRANSFORMS: dict[str, Transform] = {
     for t in (
         Transform("none", use_gtpo=False, token_varying=False),
         Transform("gtpo"),
-        Transform("entropy_mask", post_process=_entropy_mask),
+        Transform("entropy_mask", post_process=_entropy_mask, param_keys=MASK_RHO_KEYS),
         Transform("gtpo_hicra", needs_planning=True, apply_hicra=True),
         Transform(
             "gtpo_sepa",
@@ -147,9 +154,11 @@ BUILTIN_TRANSFORMS: dict[str, Transform] = {
             uses_sepa_controller=True,
             uncertainty_transform=_amp_c,
         ),
-        Transform("delight", use_gtpo=False, context=_delight),
-        Transform("delight_sepa", use_gtpo=False, uses_sepa_controller=True, context=_delight_sepa),
-        Transform("hard_delight", use_gtpo=False, uses_sepa_controller=True, context=_hard_delight),
+        Transform("delight", use_gtpo=False, context=_delight, param_keys=frozenset(dg.PARAM_KEYS)),
+        Transform("delight_sepa", use_gtpo=False, uses_sepa_controller=True, context=_delight_sepa,
+                  param_keys=frozenset(dg.PARAM_KEYS)),
+        Transform("hard_delight", use_gtpo=False, uses_sepa_controller=True, context=_hard_delight,
+                  param_keys=frozenset(dg.PARAM_KEYS)),
     )
 }
 
@@ -334,13 +343,19 @@ def from_spec(spec: TransformSpec, source: str) -> Transform:
         post_process=_wrap_post(spec.post_process, where) if spec.post_process else None,
         context=_wrap_context(spec.context_fn, where) if spec.context_fn else None,
         source=source,
+        param_keys=None,
     )
 
 
 def from_object(obj: Any, name: str, source: str) -> Transform:
-    """A Transform from whatever a plugin path, entry point or registration points at."""
+    """A Transform from whatever a plugin path, entry point or registration points at, with
+    the params keys the object says it reads (`declared_param_keys`)."""
     if isinstance(obj, Transform):
         return obj
+    return replace(_from_object(obj, name, source), param_keys=declared_param_keys(obj))
+
+
+def _from_object(obj: Any, name: str, source: str) -> Transform:
     obj = from_factory(obj, TransformSpec)
     if isinstance(obj, TransformSpec):
         return from_spec(obj, source)

@@ -22,6 +22,9 @@ from retrain.plugins.signature import from_factory
 from retrain.registry import builtin
 
 MAX_SURPRISAL = 50.0
+#: the params keys that name the uncertainty kind (in the transform params, or under an
+#: algorithm_mode in its params), read by the pipeline for every GTPO transform
+SELECTOR_KEYS = ("uncertainty_kind", "uncertainty_metric", "token_uncertainty")
 
 
 def surprisal(logprobs: Floats) -> Floats:

@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 
 from retrain.types import SamplingParams
 
+#: the seeds a request may ask for: a 64-bit signed integer, what torch's generators (and vLLM) take
+SEED_MIN, SEED_MAX = -(2 ** 63), 2 ** 63 - 1
+
 #: (row within the request, token id, behaviour logprob, top alternatives, text delta)
 TokenEvent = tuple[int, int, float, list[tuple[int, float]] | None, str]
 

@@ -106,3 +106,16 @@ def call_with_params(fn: Callable[..., Any], first: Any, params: dict[str, Any])
     if param is None:
         return fn(first, params=params)
     return fn(first, params)
+
+
+def declared_param_keys(obj: Any) -> frozenset[str] | None:
+    """The keys of its params table a plugin says it reads (an attribute `param_keys` on the
+    object its path names: a collection of names), or None when it says nothing; then what it
+    reads is its own business and its table cannot be checked. TypeError for a declaration
+    that is not a collection of names."""
+    keys = getattr(obj, "param_keys", None)
+    if keys is None:
+        return None
+    if isinstance(keys, str | bytes) or not all(isinstance(k, str) for k in keys):
+        raise TypeError(f"param_keys must be a collection of key names, got {keys!r:.80}")
+    return frozenset(keys)

@@ -6,9 +6,11 @@ ends a step with, in one place so that their rows and state cannot drift apart:
 3. build the metrics row (retrain.training.telemetry.step_row, then the trainer's own keys,
    then the step's timing spans, none overwriting a key before it) and write it with the
    step's rollouts;
-4. mark the step done in the state (where the data cursor and the sizes stand, and whether the
-   step updated the policy: retrain.training.idle) and report it;
-5. count the step's reward faults against the error budget.
+4. mark the step done in the state (where the data cursor and the sizes stand, whether the
+   step updated the policy and how many of its completions the reward failed to score:
+   retrain.training.idle) and report it;
+5. count the step's reward faults against the error budget, and say whether the run's last
+   step ends a run whose reward scored nothing.
 
 What follows a recorded step (evaluation, the fault points, the checkpoint, the budget's stop,
 an interrupt) is the trainer's: `retrain.training.trainers.rl.Trainer._step_done`.
@@ -57,6 +59,7 @@ class RecordedStep:
     row: dict[str, Any]
     failed: int  # samples the reward did not score (errors and timeouts)
     over_budget: bool  # the reward error budget is spent: the run stops after this step
+    never_scored: bool = False  # the run's last RL step, and the reward scored none of the run's completions
 
 
 def record_step(config: TrainConfig, run: Run, trained: TrainedStep, reporter: StepReporter, *,
@@ -77,10 +80,13 @@ def record_step(config: TrainConfig, run: Run, trained: TrainedStep, reporter: S
     run.log.record_step(row, rollouts, s, correct=adv.correct, total=adv.total)
     run.sizes = sizes
     run.state.rl_step_done(s, trained.example_index, sizes, row["mean_reward"])
-    run.state.idle.add(updated=out is not None, tied=not any(d.train for d in adv.dispositions),
-                       correct=adv.correct, total=adv.total)
-    reporter.step(s, config.training.max_steps, row)
     failed = int(row.get("reward_errors", 0.0) + row.get("reward_timeouts", 0.0))
+    latest = rollouts.reward_faults[-1].line() if rollouts.reward_faults else ""
+    run.state.idle.add(updated=out is not None, tied=not any(d.train for d in adv.dispositions),
+                       correct=adv.correct, total=adv.total, failed=failed, fault=latest)
+    reporter.step(s, config.training.max_steps, row)
     assert run.faults is not None
     over_budget = run.faults.observe(s, rollouts.reward_faults, failed, int(rollouts.rewards.size))
-    return RecordedStep(row, failed, over_budget)
+    stops = config.reward.max_error_steps > 0  # 0 switches every reward-fault stop off, this one too
+    last = s == config.training.max_steps - 1
+    return RecordedStep(row, failed, over_budget, never_scored=stops and last and run.state.idle.never_scored)

@@ -10,7 +10,12 @@ reward function has a typo. So:
 - the step line shows the failure count when it is non-zero (`retrain.training.console`);
 - when at least `[reward] max_error_share` of a step's completions fail for
   `[reward] max_error_steps` steps in a row, the run saves a checkpoint and stops with
-  `RewardErrorBudget` (exit status 3), naming the fault.
+  `RewardErrorBudget` (exit status 3), naming the fault;
+- a run shorter than that whose reward scored none of its completions (every one failed: a
+  judge that was down from the start) ends the same way at its last step, exit status 3, and
+  not as a run that completed and trained nothing: the reward, not the data, is at fault.
+  `max_error_steps = 0` switches both stops off; the closing verdict still names the failure
+  (retrain.training.idle).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pathlib import Path
 from retrain.errors import RunStopped
 from retrain.io.layout import REWARD_ERRORS
 from retrain.rewards.types import RewardFault
+from retrain.training.idle import IdleSteps
 
 
 class RewardErrorBudget(RunStopped):
@@ -64,6 +70,14 @@ class RewardFaults:
             f"([reward] max_error_share = {self.max_share:g}, max_error_steps = {self.max_steps}){cause}"
             + (f"; tracebacks in {self.path}" if self.path is not None else "") + f"; checkpoint saved: {saved}",
             hint=f"fix the reward, then {resume_hint}")
+
+    def never_scored_error(self, idle: IdleSteps, saved: str) -> RewardErrorBudget:
+        latest = next(reversed(self.seen.values()), None)
+        cause = latest.line() if latest is not None else idle.fault or "it failed on every one"
+        return RewardErrorBudget(
+            f"the reward scored none of the run's {idle.unscored} completions ({idle.steps} RL steps): {cause}"
+            + (f"; failures logged in {self.path}" if self.path is not None else "") + f"; checkpoint saved: {saved}",
+            hint="fix the reward (or the judge's endpoint), then run again: nothing was learned from it")
 
     def _append(self, when: str, fault: RewardFault) -> None:
         if self.path is None:

@@ -12,8 +12,10 @@ filled with defaults), the errors and the warnings. Passes: built (keys, values 
 that nothing reads yet are refused), bounds (single fields and cross-field rules), ratio (a
 truncating sampler with a loss that reads the policy ratio), evaluation (`[eval]`), discover
 (`trainer = "ttt_discover"`), trackers (`[logging] trackers`), modes (algorithm selectors), runtime (model, devices, backend,
-environment, selectors), plugins (dotted paths import); then the warnings: keys of a feature the
-config leaves off (inert) and settings that are legal but probably unmeant (warn). A rule that
+environment, selectors, URLs), plugins (dotted paths import), params (the keys of `[algorithm]`'s
+free-form tables against what the algorithm reads); then the warnings: keys of a feature the
+config leaves off (inert), keys of those tables another algorithm reads (params) and settings
+that are legal but probably unmeant (warn). A rule that
 depends on the backend asks its declared capabilities (backend), never its name.
 
 The preflight of a loaded config's flow is `trace.trace(config)` (`retrain trace`, and the RL
@@ -32,6 +34,7 @@ from retrain.validation.discover import check_discover
 from retrain.validation.evaluation import check_eval
 from retrain.validation.inert import inert_warnings
 from retrain.validation.mode import check_modes
+from retrain.validation.params import check_param_tables
 from retrain.validation.plugins import check_plugins
 from retrain.validation.ratio import check_ratio
 from retrain.validation.runtime import check_runtime
@@ -56,5 +59,7 @@ def validate(
     errors = refusals + drop_superseded(errors, refusals)
     if import_plugins and not errors:
         errors += check_plugins(config)
-    warnings = [*inert_warnings(config), *collect_warnings(config)] if not errors else []
+    unread, unread_here = check_param_tables(config, import_plugins=import_plugins and not errors)
+    errors += unread
+    warnings = [*inert_warnings(config), *unread_here, *collect_warnings(config)] if not errors else []
     return config, errors, warnings

@@ -188,9 +188,6 @@ def _inference(c: TrainConfig) -> list[ConfigIssue]:
     inf, caps = c.inference, backend_capabilities(c)
     issues: list[ConfigIssue] = []
     server = inf.engine != "pytorch"
-    if inf.url and not re.match(r"^https?://[^/\s]+", inf.url):
-        issues.append(ConfigIssue(f"{inf.url!r} must be an http:// or https:// URL", key=lab("inference_url"),
-                                  hint='url = "http://127.0.0.1:8000"'))
     issues += _async(c, server)
     if server and not caps.inference_servers:
         readers = listed(backends_with("inference_servers")) or "another backend"

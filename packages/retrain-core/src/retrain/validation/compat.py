@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from retrain.advantages.delight.transform import check_keys as check_delight_keys
 from retrain.advantages.transform import mask_rho
-from retrain.registry.builtin import DELIGHT_TRANSFORMS
 from retrain.validation.backend import backends_with, listed
 from retrain.validation.environment import capabilities_of, providers_with
 from retrain.validation.preflight import Preflight
@@ -68,26 +66,6 @@ def _entropy_mask(flow: Preflight) -> None:
                  "(plain GTPO); set e.g. surprisal_mask_rho = 0.2 to keep the top 20% of tokens")
 
 
-def _delight_params(flow: Preflight) -> None:
-    """`delight_*` keys under a built-in transform that reads none: an unknown one is an error
-    naming it, a known one a warning that it is not read. A Delight transform refuses unknown
-    keys itself when the pipeline is built; a plugin transform's params are its own."""
-    p = flow.pipeline
-    t = p.transform if p is not None else None
-    if p is None or t is None or t.source != "builtin" or t.name in DELIGHT_TRANSFORMS:
-        return
-    read = sorted(k for k in p.params if k.startswith("delight"))
-    try:
-        check_delight_keys(p.params)
-    except ValueError as exc:
-        flow.add("error", "config", f"[algorithm.transform_params]: {exc}")
-        return
-    if read:
-        flow.add("warning", "config",
-                 f"[algorithm.transform_params] {', '.join(read)}: not read: transform {t.name!r} is "
-                 f"not a Delight transform (live with transform_mode = {', '.join(DELIGHT_TRANSFORMS)})")
-
-
 _STEPS: tuple[Callable[[Preflight], None], ...] = (
-    _token_advantages, _echo, _sepa_controller, _sync_loss, _entropy_mask, _delight_params,
+    _token_advantages, _echo, _sepa_controller, _sync_loss, _entropy_mask,
 )

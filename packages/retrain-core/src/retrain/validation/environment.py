@@ -5,12 +5,11 @@ installed here is not judged (its record ships with it; dependency_warnings name
 
 from __future__ import annotations
 
-from urllib.parse import urlparse
-
 from retrain.config.errors import ConfigIssue
 from retrain.config.schema import TrainConfig
 from retrain.environments import catalog
 from retrain.environments.protocol import EnvironmentCapabilities, EnvironmentDefinition
+from retrain.io.http import check_url
 from retrain.registry import builtin
 from retrain.validation.built import NOT_BUILT_TEXT
 from retrain.validation.mode import check_selector
@@ -87,8 +86,9 @@ def _provider(c: TrainConfig) -> list[ConfigIssue]:
     caps = capabilities_of(env.provider)
     if not env.id:
         issues.append(ConfigIssue("required when [environment] provider is set", key="[environment] id"))
-    elif caps.id_schemes and urlparse(env.id).scheme not in caps.id_schemes:
-        issues.append(ConfigIssue(f"{env.id!r} must be {caps.id_form} for {env.provider}", key="[environment] id"))
+    elif caps.id_schemes and (why := check_url(env.id, caps.id_schemes)):
+        issues.append(ConfigIssue(f"{env.id!r} {why}", key="[environment] id",
+                                  hint=f"{caps.id_form} for {env.provider}" if caps.id_form else ""))
     if not caps.episode_token_cap and env.max_episode_tokens:
         readers = " or ".join(d.title or d.name for d in providers_with("episode_token_cap")) or "multi-turn provider's"
         limit = f"; {caps.episode_limit}" if caps.episode_limit else ""

@@ -33,6 +33,8 @@ from retrain.config.schema import KEY_ALIASES, KIND_TABLES, SECTIONS, TrainConfi
 from retrain.config.source import Kind, TomlSource, read_toml
 from retrain.validation import validate
 
+#: the free-form tables whose keys are reported under their own names (validation.params)
+ALGORITHM_TABLES = frozenset({"algorithm_params", "advantage_params", "transform_params"})
 _LABEL = re.compile(r"^\[([A-Za-z0-9_.]+)\] ([A-Za-z0-9_\-]+)")
 
 
@@ -179,6 +181,11 @@ def locate(issues: Sequence[ConfigIssue], source: TomlSource | None, overrides: 
     """Attach the file and line to issues about TOML keys; name the flag for CLI values."""
     out = []
     flags = {by_flat()[flat].label: flag for flat, flag in overrides.flags.items()}
+    for flat, table in overrides.mappings.items():  # a key given by `--advantage-param k=v` and the like
+        if flat not in ALGORITHM_TABLES:
+            continue
+        spec = by_flat()[flat]
+        flags.update({f"[{spec.section}.{spec.key}] {k}": f"{overrides.flags[flat]} {k}" for k in table})
     for issue in issues:
         key, line = issue.key, issue.line
         m = _LABEL.match(key)

@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 
+from retrain.advantages.uncertainty import SELECTOR_KEYS
 from retrain.config.errors import ConfigIssue, did_you_mean
 from retrain.config.schema import AlgorithmConfig, TrainConfig
 from retrain.plugins.resolve import is_dotted
@@ -20,8 +21,6 @@ def runtime_names(group: str) -> list[str]:
     from retrain.registry.core import registered
 
     return [name for kind, g in builtin.ENTRY_POINT_GROUPS.items() if g == group for name in registered(kind)]
-
-_SELECTOR_KEYS = ("uncertainty_kind", "uncertainty_metric", "token_uncertainty")
 
 
 def check_selector(value: str, builtins: Sequence[str], group: str | None, key: str,
@@ -122,7 +121,7 @@ def _canonical_overrides(holders: _Holders) -> tuple[tuple[str, str] | None, lis
     issues: list[ConfigIssue] = []
     override: tuple[str, str] | None = None
     for where, table in holders:
-        for sel in _SELECTOR_KEYS:
+        for sel in SELECTOR_KEYS:
             if sel not in table:
                 continue
             raw = table[sel]

@@ -22,7 +22,10 @@ override (`retrain file.toml --max-steps 40`); it follows the reference implemen
 names, so commands written for it keep working. Nested tables (`[backend.options]`,
 `[algorithm.params]`, `[algorithm.advantage_params]`, `[algorithm.transform_params]`) are
 overridden key by key with the repeatable flags `--backend-opt K=V`, `--algorithm-param K=V`,
-`--advantage-param K=V` and `--transform-param K=V`.
+`--advantage-param K=V` and `--transform-param K=V`. The keys of the three `[algorithm]` tables
+are checked against what the configured algorithm reads: a key nothing reads is refused with a
+guess, one another algorithm reads loads with a warning naming it ([plugins](plugins.md#the-keys-a-plugin-reads)
+for a plugin's keys).
 
 Unknown sections and keys are errors with a suggestion. See [validation](validation.md) for the
 cross-field rules and [campaigns](campaigns.md) for the `[campaign]` table.

@@ -23,6 +23,7 @@ from retrain.validation.built import NOT_BUILT_TEXT, live_values
 from retrain.validation.environment import check_environment
 from retrain.validation.mode import available_hint, check_selector, runtime_names
 from retrain.validation.objective import objective_in
+from retrain.validation.urls import check_urls
 
 
 def check_device(spec: str) -> str | None:
@@ -83,7 +84,7 @@ def several_processes(c: TrainConfig, n: int, *, torchrun: bool = False) -> list
 
 def check_runtime(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
     """Steps in the order their issues are reported: model, devices, backend, environment,
-    selectors. Several devices are judged only once everything before them is clean."""
+    selectors, URLs. Several devices are judged only once everything before them is clean."""
     entry = backend_entry(c)
     caps = capabilities_of(entry)
     issues = _model(c)
@@ -92,6 +93,7 @@ def check_runtime(c: TrainConfig) -> tuple[TrainConfig, list[ConfigIssue]]:
     issues += backend_issues
     issues += check_environment(c)
     issues += _selectors(c, caps)
+    issues += check_urls(c)
     backend = msgspec.structs.replace(c.backend, options=options)
     return msgspec.structs.replace(c, backend=backend), issues
 
@@ -145,10 +147,6 @@ def _selectors(c: TrainConfig, caps: BackendCapabilities) -> list[ConfigIssue]:
     if c.reward.type == "custom" and not c.reward.custom_module:
         issues.append(ConfigIssue("type = custom needs custom_module", key="[reward] custom_module",
                                   hint='custom_module = "my_rewards"'))
-    url = c.reward.judge_base_url
-    if url and not (url.startswith(("http://", "https://")) and len(url.split("://", 1)[1].strip("/")) > 0):
-        issues.append(ConfigIssue(f"{url!r} must be an http:// or https:// URL", key="[reward] judge_base_url",
-                                  hint='judge_base_url = "http://127.0.0.1:8000/v1"'))
     if c.algorithm.uncertainty_kind == "shannon_entropy" and (engine != "pytorch" or not caps.full_token_distributions):
         here = [k for k in builtin.UNCERTAINTY_KINDS if k != "shannon_entropy"]
         issues.append(ConfigIssue(

@@ -17,6 +17,11 @@ from retrain.validation.dependencies import check_dependencies
 from retrain.validation.preflight import Preflight, TraceIssue, resolve_preflight
 from retrain.validation.probe import PROBE_CASES, run_probe
 
+#: the built-in trainers whose run starts with `trace` and refuses to start when it fails
+#: (retrain.training.trainers.rl.Trainer and its ttt_discover subclass); `retrain explain` runs
+#: it for them too, so it refuses what the run would
+PREFLIGHT_TRAINERS = ("retrain", "ttt_discover")
+
 
 @dataclass
 class TraceReport:
@@ -31,6 +36,11 @@ class TraceReport:
     @property
     def ok(self) -> bool:
         return not any(i.severity == "error" for i in self.issues)
+
+    def refusal(self) -> str | None:
+        """The one line a run that starts with this preflight fails with; None when it passes."""
+        errors = [i.message for i in self.issues if i.severity == "error"]
+        return "training flow validation failed: " + "; ".join(errors) if errors else None
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -2,9 +2,12 @@
 
 The trainer is synchronous; the client's loop runs in a daemon thread so one step's requests
 go out concurrently over one connection pool, and a caller may also hold a future while it
-trains (`submit`). A request is retried on connection errors and timeouts, 429 and 5xx, with
-exponential backoff (a server's Retry-After wins, up to 30 s); any other status is final. When
-the tries run out the error names the URL, never the API key.
+trains (`submit`). Each try must finish within `timeout_s` as a whole (connection to the
+reply's last byte: httpx's own timeouts bound each wait, not the request), and its reply may
+be at most `MAX_REPLY_BYTES` (`retrain.io.http.aread_capped`; a larger reply is final, not
+retried). A request is retried on connection errors and timeouts, 429 and 5xx, with exponential
+backoff (a server's Retry-After wins, up to 30 s); any other status is final. When the tries
+run out the error names the URL, never the API key.
 """
 
 from __future__ import annotations
@@ -21,9 +24,14 @@ from typing import Any, TypeVar
 import httpx
 
 from retrain.errors import UserError
+from retrain.io.http import ReplyTooLarge, aread_capped, too_large
 
 T = TypeVar("T")
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+#: n completions of max_tokens with their logprobs fit well within it; an endless reply does not
+MAX_REPLY_BYTES = 512 << 20
+#: headers that describe the body as it came over the wire, not as it is decoded here
+WIRE_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 
 class InferenceServerError(UserError, RuntimeError):
@@ -53,8 +61,9 @@ class RetryPolicy:
 
 class ServerClient:
     def __init__(self, url: str, *, api_key: str = "", timeout_s: float = 300.0, connect_timeout_s: float = 10.0,
-                 retry: RetryPolicy | None = None, concurrency: int = 64) -> None:
+                 retry: RetryPolicy | None = None, concurrency: int = 64, max_bytes: int = MAX_REPLY_BYTES) -> None:
         self.url = url.rstrip("/")
+        self.deadline_s, self.max_bytes = timeout_s, max_bytes
         self.retry = retry or RetryPolicy()
         self.retries = 0  # retried requests since the last `take_retries`
         self._rng = random.Random(0x5EED)  # backoff jitter only; never the training RNG
@@ -99,9 +108,13 @@ class ServerClient:
             for attempt in range(attempts):
                 retry_after = None
                 try:
-                    resp = await self._client.request(method, path, json=body)
-                except httpx.TimeoutException as exc:
-                    last = f"timed out ({type(exc).__name__})"
+                    async with asyncio.timeout(self.deadline_s):
+                        resp = await self._send(method, path, body)
+                except ReplyTooLarge as exc:
+                    raise InferenceServerError(f"inference server {self.url} {what or path}: {exc}") from None
+                except (httpx.TimeoutException, TimeoutError) as exc:
+                    last = (f"timed out ({type(exc).__name__})" if isinstance(exc, httpx.TimeoutException)
+                            else f"no complete reply within {self.deadline_s:g} s")
                 except httpx.TransportError as exc:
                     last = _transport_text(exc)
                 else:
@@ -118,6 +131,20 @@ class ServerClient:
                     await asyncio.sleep(self.retry.delay(attempt, retry_after, self._rng))
         tries = f"{attempts} tries over {time.monotonic() - started:.1f} s" if attempts > 1 else "one try"
         raise InferenceServerError(f"inference server {self.url} {what or path} failed after {tries}: {last}")
+
+    async def _send(self, method: str, path: str, body: Any) -> httpx.Response:
+        """One try, its body read under the size cap into a response that holds it whole."""
+        req = self._client.build_request(method, path, json=body)
+        resp = await self._client.send(req, stream=True)
+        try:
+            declared = resp.headers.get("content-length")
+            if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+                raise too_large(str(req.url), self.max_bytes, int(declared))
+            content = await aread_capped(resp.aiter_bytes(), self.max_bytes, str(req.url))
+        finally:
+            await resp.aclose()
+        headers = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in WIRE_HEADERS]
+        return httpx.Response(resp.status_code, headers=headers, content=content, request=req)
 
     async def post_json(self, path: str, body: Any, *, what: str = "") -> Any:
         resp = await self.request("POST", path, body, what=what)

@@ -6,16 +6,21 @@ The service serves a sampler checkpoint as a tar archive at
 `adapter_config.json` may leave `target_modules` unset, which peft would fill with the
 architecture's defaults and then silently drop the other modules' weights; the modules are
 read back from the weights' names instead.
+
+The download is one request through `retrain.io.http.request`: the whole of it (the redirect
+included) within the backend's call timeout, the archive at most `MAX_ARCHIVE_BYTES`, streamed
+to a temporary file rather than held in memory; the service's API key does not follow the
+redirect to another host.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import struct
 import tarfile
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 from retrain.backends.tinker.runtime import Service, TinkerError, base_url, describe_failure
@@ -24,6 +29,8 @@ from retrain.io.atomic import write_dir_atomic
 WEIGHTS = "adapter_model.safetensors"
 CONFIG = "adapter_config.json"
 SOURCE = "tinker_adapter.json"  # beside the adapter: where on the service it came from
+#: a LoRA of a large model at a high rank is a few GB
+MAX_ARCHIVE_BYTES = 16 << 30
 
 
 def split_path(tinker_path: str) -> tuple[str, str]:
@@ -64,28 +71,31 @@ def complete_config(folder: Path, base_model: str, rank: int) -> None:
 def download(svc: Service, tinker_path: str, dest: str | Path, *, base_model: str, rank: int,
              timeout_s: float) -> Path:
     """Fetch the sampler checkpoint `tinker_path` into `dest` (atomically)."""
-    import httpx
+    from retrain.io.http import HttpFailure, request
 
     run, name = split_path(tinker_path)
     url = f"{base_url(svc)}/api/v1/training_runs/{run}/checkpoints/{name}/archive"
-    try:
-        response = httpx.get(url, headers={"X-API-Key": svc.key.value}, follow_redirects=True, timeout=timeout_s)
-        response.raise_for_status()
-    except httpx.HTTPError as exc:
-        raise TinkerError(f"downloading {tinker_path} from {svc.where} failed: "
-                          f"{describe_failure(exc, svc.key)}") from exc
-    archive = response.content
+    with tempfile.TemporaryFile() as archive:
+        try:
+            reply = request("GET", url, headers={"X-API-Key": svc.key.value}, deadline_s=timeout_s,
+                            max_bytes=MAX_ARCHIVE_BYTES, max_redirects=5, into=archive)
+        except HttpFailure as exc:
+            raise TinkerError(f"downloading {tinker_path} from {svc.where} failed: "
+                              f"{describe_failure(exc, svc.key)}") from None
+        if reply.status != 200:
+            raise TinkerError(f"downloading {tinker_path} from {svc.where} failed: HTTP {reply.status}")
+        archive.seek(0)
+        return write_dir_atomic(dest, lambda tmp: _unpack(archive, tmp, tinker_path, base_model, rank))
 
-    def fill(tmp: Path) -> None:
-        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:*") as tar:
-            tar.extractall(tmp, filter="data")
-        found = next(tmp.rglob(WEIGHTS), None)
-        if found is None:
-            raise TinkerError(f"the archive of {tinker_path} holds no {WEIGHTS}")
-        if found.parent != tmp:
-            for item in found.parent.iterdir():
-                item.rename(tmp / item.name)
-        complete_config(tmp, base_model, rank)
-        (tmp / SOURCE).write_text(json.dumps({"tinker_path": tinker_path, "base_model": base_model}, indent=2) + "\n")
 
-    return write_dir_atomic(dest, fill)
+def _unpack(archive: IO[bytes], tmp: Path, tinker_path: str, base_model: str, rank: int) -> None:
+    with tarfile.open(fileobj=archive, mode="r:*") as tar:
+        tar.extractall(tmp, filter="data")
+    found = next(tmp.rglob(WEIGHTS), None)
+    if found is None:
+        raise TinkerError(f"the archive of {tinker_path} holds no {WEIGHTS}")
+    if found.parent != tmp:
+        for item in found.parent.iterdir():
+            item.rename(tmp / item.name)
+    complete_config(tmp, base_model, rank)
+    (tmp / SOURCE).write_text(json.dumps({"tinker_path": tinker_path, "base_model": base_model}, indent=2) + "\n")

@@ -15,6 +15,7 @@ from typing import Any
 
 from retrain.backends.errors import BackendUnavailable
 from retrain.config.schema import TrainConfig
+from retrain.io.http import check_url
 
 KEY_ENV = "TINKER_API_KEY"
 URL_ENV = "TINKER_BASE_URL"
@@ -96,6 +97,8 @@ def service(config: TrainConfig) -> Service:
         raise BackendUnavailable(f"backend = \"tinker\" needs an API key: set {KEY_ENV} "
                                  "(or [backend.options] api_key)")
     url = config.model.base_url or os.environ.get(URL_ENV, "")
+    if url and (why := check_url(url)):  # [model] base_url is checked at load; $TINKER_BASE_URL only here
+        raise BackendUnavailable(f"{'[model] base_url' if config.model.base_url else '$' + URL_ENV} = {url!r} {why}")
     return Service(url.rstrip("/"), Secret(key))
 
 
@@ -117,13 +120,14 @@ def served_models(sdk: Any, svc: Service, *, timeout_s: float) -> list[str]:
     """The base models the service trains (`get_server_capabilities`); BackendUnavailable,
     in one line without the key, when it does not answer.
 
-    One plain HTTP request goes first: the SDK's clients retry a refused connection for
-    minutes before they raise, so an unreachable service would otherwise look like a hang."""
-    import httpx
+    One plain HTTP request goes first (the whole of it within `timeout_s`, its reply capped):
+    the SDK's clients retry a refused connection for minutes before they raise, so an
+    unreachable service would otherwise look like a hang."""
+    from retrain.io.http import HttpFailure, request
 
     try:
-        httpx.get(f"{base_url(svc)}/api/v1/healthz", timeout=timeout_s)
-    except httpx.HTTPError as exc:
+        request("GET", f"{base_url(svc)}/api/v1/healthz", deadline_s=timeout_s, max_bytes=1 << 20)
+    except HttpFailure as exc:
         raise BackendUnavailable(f"cannot reach the Tinker service at {svc.where}: "
                                  f"{describe_failure(exc, svc.key)}") from None
     try:

@@ -7,35 +7,37 @@ from typing import Any
 
 from retrain.registry.builtin import INFERENCE_DEFAULT_URLS
 
+#: a model list, however many adapters a server holds
+MAX_REPLY_BYTES = 16 << 20
+
 
 def probe_server(engine: str, url: str, *, timeout_s: float = 5.0) -> dict[str, Any] | None:
     """None for the in-process engine; else {url, answers, models | error}. GET /v1/models
-    once, with RETRAIN_INFERENCE_API_KEY when set; never raises."""
+    once (the whole request within `timeout_s`, the reply at most `MAX_REPLY_BYTES`), with
+    RETRAIN_INFERENCE_API_KEY when set; never raises."""
     if engine not in INFERENCE_DEFAULT_URLS:
         return None
+    import json
     import os
 
-    import httpx
+    from retrain.io.http import HttpFailure, request
 
     base = (url or INFERENCE_DEFAULT_URLS[engine]).rstrip("/").removesuffix("/v1")
     key = os.environ.get("RETRAIN_INFERENCE_API_KEY", "")
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     out: dict[str, Any] = {"engine": engine, "url": base, "answers": False}
     try:
-        resp = httpx.get(base + "/v1/models", headers=headers, timeout=timeout_s)
-    except httpx.ConnectError as exc:
-        out["error"] = f"cannot connect ({exc})"
+        reply = request("GET", base + "/v1/models", headers=headers, deadline_s=timeout_s, max_bytes=MAX_REPLY_BYTES)
+    except HttpFailure as exc:
+        out["error"] = str(exc)
         return out
-    except httpx.HTTPError as exc:
-        out["error"] = f"{type(exc).__name__} ({exc})"
-        return out
-    if resp.status_code != 200:
-        out["error"] = f"GET /v1/models answered {resp.status_code}"
+    if reply.status != 200:
+        out["error"] = f"GET /v1/models answered {reply.status}"
         return out
     try:
-        data = resp.json().get("data", [])
-    except ValueError:
-        out["error"] = "GET /v1/models did not answer JSON"
+        data = json.loads(reply.body).get("data", [])
+    except (ValueError, AttributeError):
+        out["error"] = "GET /v1/models did not answer a JSON object"
         return out
     out["answers"] = True
     out["models"] = [str(m.get("id")) for m in data if isinstance(m, dict)]

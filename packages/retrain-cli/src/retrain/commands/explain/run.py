@@ -1,4 +1,7 @@
-"""`retrain explain [CONFIG] [--flag value ...] [--json]`."""
+"""`retrain explain [CONFIG] [--flag value ...] [--json]`: what a run of CONFIG would do, after
+the checks the run makes before it starts: loading (every validation pass) and, for a trainer
+that starts with it, the flow preflight (`retrain.validation.trace`), so explain refuses, exit
+status 2, what the run would refuse, and lists the preflight's warnings with the others."""
 
 from __future__ import annotations
 
@@ -7,7 +10,10 @@ from typing import Any
 
 from retrain.commands.config_args import resolve_config_args
 from retrain.commands.explain.summary import campaign_summary, single_summary, squeeze_summary
+from retrain.config.schema import TrainConfig
+from retrain.errors import UserError
 from retrain.validation.load import load_config
+from retrain.validation.trace import PREFLIGHT_TRAINERS, trace
 
 _SKIP_TEXT = {"mode", "warnings", "dep_warnings"}
 
@@ -21,10 +27,22 @@ def run(args: list[str], as_json: bool) -> None:
         summary = squeeze_summary(loaded)
     else:
         summary = single_summary(loaded)
+        summary["warnings"] += preflight_warnings(loaded.config)
     if as_json:
         print(json.dumps(summary, indent=2, sort_keys=False))
         return
     print(render_text(summary))
+
+
+def preflight_warnings(config: TrainConfig) -> list[str]:
+    """The flow preflight's warnings (its dependency ones are `dep_warnings` already); a
+    UserError with the run's own line when the preflight fails."""
+    if config.training.trainer not in PREFLIGHT_TRAINERS:
+        return []
+    report = trace(config)
+    if (refused := report.refusal()) is not None:
+        raise UserError(refused, hint="the run refuses this config before it starts")
+    return [f"flow warning [{i.category}]: {i.message}" for i in report.issues if i.category != "dep"]
 
 
 def _value(v: Any) -> str:

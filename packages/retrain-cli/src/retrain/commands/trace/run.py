@@ -15,6 +15,7 @@ from typing import Any
 from retrain.commands.config_args import resolve_config_args
 from retrain.commands.errors import CommandFailed
 from retrain.commands.machine import machine_warnings
+from retrain.commands.warnings import print_warnings
 from retrain.config.schema import TrainConfig
 from retrain.errors import UserError
 from retrain.validation.load import load_config
@@ -105,6 +106,7 @@ def sft_lines(data: dict[str, Any]) -> list[str]:
 def run(args: list[str], as_json: bool) -> None:
     path, overrides = resolve_config_args(args)
     loaded = load_config(path, overrides)
+    print_warnings(loaded.warnings)  # what the run prints as it starts, before the preflight's own
     for warning in machine_warnings(loaded.config):
         print(f"warning: {warning}", file=sys.stderr)
     report = trace(loaded.config)

@@ -2,6 +2,8 @@
 
 A request path is only ever compared with the route table, never joined to a file path, so
 no request reaches the filesystem; the scan reads inside the log root only (confined scope).
+A connection gets `Handler.deadline_s` as a whole (`retrain.io.http.shut_after`): a client that
+drips its request a byte per wait cannot hold a thread for longer.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from retrain.io.http import shut_after
 from retrain.status.export.prometheus import build_registry, metrics_body
 from retrain.status.export.runs import health_body, runs_body
 from retrain.status.export.scan import SnapshotCache
@@ -41,7 +44,16 @@ class Handler(BaseHTTPRequestHandler):
     server: ExporterServer
     #: Seconds a client may take to send its request before the thread gives up on it.
     timeout = 10
+    #: Seconds one connection may take as a whole, its request read and its answer written.
+    deadline_s = 30.0
     server_version = "retrain-exporter"
+
+    def handle(self) -> None:
+        timer = shut_after(self.connection, self.deadline_s)
+        try:
+            super().handle()
+        finally:
+            timer.cancel()
 
     def do_GET(self) -> None:
         route = urlsplit(self.path).path.rstrip("/")

@@ -84,7 +84,8 @@ class InferenceConfig(Section):
         int, F("Requests in flight to the inference server at once.", flag="inference_concurrency", gt=0)
     ] = 64
     timeout_s: Annotated[
-        float, F("Read timeout of one inference request, in seconds.", flag="inference_timeout_s", gt=0)
+        float, F("Deadline of each try of an inference request as a whole, from connecting to the reply's last "
+                 "byte, in seconds (a reply is capped at 512 MiB).", flag="inference_timeout_s", gt=0)
     ] = 300.0
     retries: Annotated[
         int,

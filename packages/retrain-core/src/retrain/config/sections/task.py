@@ -53,7 +53,8 @@ class RewardConfig(Section):
     custom_function: Annotated[str, F("Function of the custom reward: fn(response, reference).")] = "score"
     timeout_s: Annotated[
         float, F("Per-item reward deadline in seconds; a reward that overruns (or raises) scores 0 and is counted. "
-                 "type = judge: the wait for each judge request (each retry gets its own).", gt=0)
+                 "type = judge: the deadline of each judge request as a whole, from connecting to the reply's last "
+                 "byte (each retry gets its own).", gt=0)
     ] = 10.0
     max_error_share: Annotated[
         float, F("Stop the run when at least this share of a step's completions fail to score (the reward raises, "
@@ -63,7 +64,8 @@ class RewardConfig(Section):
     ] = 0.5
     max_error_steps: Annotated[
         int, F("Steps in a row at max_error_share that stop the run (a checkpoint is saved, exit status 3); "
-               "0 = never stop.", ge=0)
+               "0 = never stop. Above 0, a run too short to reach it whose reward scored none of its "
+               "completions stops at its last step the same way.", ge=0)
     ] = 3
 
 

@@ -4,23 +4,25 @@ question, over the standard library (retrain-core takes no HTTP dependency).
 The request is `{"model", "messages": [{"role": "user", "content": question}], "temperature": 0}`
 (a deterministic judge is what makes a cached verdict the verdict). The API key, when the
 configured variable holds one, goes in `Authorization: Bearer ...` and nowhere else: no error
-message or log line quotes it. `timeout_s` bounds every wait on the socket (the connection and
-each read), so a server that stops answering fails the request in `timeout_s`.
+message or log line quotes it. `timeout_s` is the whole request's deadline (connection, sending,
+the status, headers and body, through `retrain.io.http.request`), so a server that stops
+answering, or drips its answer, fails the request in `timeout_s`; a reply larger than
+`MAX_REPLY_BYTES` fails at once and is not retried.
 """
 
 from __future__ import annotations
 
 import json
-import socket
-import urllib.error
-import urllib.request
 from typing import Any
 
+from retrain.io.http import DeadlineExceeded, HttpFailure, Reply, ReplyTooLarge, request
 from retrain.rewards.judge.errors import NOT_A_COMPLETION, REQUEST_REFUSED, Refused, Retryable
 from retrain.rewards.judge.verdict import Verdict, question, verdict_of
 
 RETRY_STATUS = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 EXCERPT = 120
+#: a chat completion carrying a verdict; a reasoning judge's long reply fits many times over
+MAX_REPLY_BYTES = 4 << 20
 
 
 class HttpJudge:
@@ -39,21 +41,18 @@ class HttpJudge:
     def complete(self, content: str) -> str:
         body = json.dumps({"model": self.model, "messages": [{"role": "user", "content": content}],
                            "temperature": 0}).encode()
-        request = urllib.request.Request(self.url, data=body, headers=self._headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as answer:
-                raw = answer.read()
-        except urllib.error.HTTPError as e:
-            raise _status_error(e) from None
-        except TimeoutError:
-            raise Retryable(f"no reply from {self.url} within {self.timeout_s:g}s", timeout=True) from None
-        except urllib.error.URLError as e:
-            if isinstance(e.reason, (TimeoutError, socket.timeout)):
-                raise Retryable(f"no reply from {self.url} within {self.timeout_s:g}s", timeout=True) from None
-            raise Retryable(f"{self.url}: {e.reason}") from None
-        except (ConnectionError, OSError) as e:
-            raise Retryable(f"{self.url}: {e}") from None
-        return reply_text(raw)
+            reply = request("POST", self.url, body=body, headers=self._headers, deadline_s=self.timeout_s,
+                            max_bytes=MAX_REPLY_BYTES)
+        except DeadlineExceeded as e:
+            raise Retryable(str(e), timeout=True) from None
+        except ReplyTooLarge as e:
+            raise Refused(NOT_A_COMPLETION, str(e)) from None
+        except HttpFailure as e:
+            raise Retryable(str(e)) from None
+        if reply.status >= 300:
+            raise _status_error(reply)
+        return reply_text(reply.body)
 
 
 def reply_text(raw: bytes) -> str:
@@ -68,14 +67,11 @@ def reply_text(raw: bytes) -> str:
     return content
 
 
-def _status_error(e: urllib.error.HTTPError) -> Exception:
-    try:
-        detail = _excerpt(e.read())
-    except OSError:
-        detail = ""
-    message = f"HTTP {e.code} from {e.url}" + (f": {detail}" if detail else "")
-    if e.code in RETRY_STATUS:
-        return Retryable(message, retry_after=_seconds(e.headers.get("Retry-After")))
+def _status_error(reply: Reply) -> Exception:
+    detail = _excerpt(reply.body)
+    message = f"HTTP {reply.status} from {reply.url}" + (f": {detail}" if reply.body.strip() else "")
+    if reply.status in RETRY_STATUS:
+        return Retryable(message, retry_after=_seconds(reply.header("Retry-After")))
     return Refused(REQUEST_REFUSED, message)
 
 

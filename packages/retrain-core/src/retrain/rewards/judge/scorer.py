@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from retrain.config.schema import TrainConfig
+from retrain.io.http import check_url
 from retrain.io.layout import JUDGE_CACHE
 from retrain.registry import builtin, entry_points
 from retrain.rewards.bounded import Item, Tally
@@ -154,6 +155,9 @@ def build_judge(config: TrainConfig, *, cache_dir: str | Path | None = None) -> 
     asked from here: no key for a remote endpoint, or the verifiers client not installed."""
     r = config.reward
     url, model = base_url(config), r.judge_model or DEFAULT_MODEL
+    if why := check_url(url):  # the config's URL is checked at load; $OPENAI_BASE_URL only here
+        where = "[reward] judge_base_url" if r.judge_base_url else "$OPENAI_BASE_URL"
+        raise RewardUnavailable(f"[reward] type = judge: {where} = {url!r} {why}")
     key = os.environ.get(r.judge_api_key_env, "") if r.judge_api_key_env else ""
     if not key and not _loopback(url):
         raise RewardUnavailable(f"[reward] type = judge: {url} needs an API key, and ${r.judge_api_key_env or '(none)'}"

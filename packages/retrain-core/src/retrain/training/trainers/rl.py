@@ -102,9 +102,8 @@ class Trainer:
         for refused in several_processes(c, self.world.size, torchrun=True) if self.world.distributed else ():
             raise FlowError(f"{refused.key}: {refused.message}", hint=refused.hint)
         report = trace(c)
-        if not report.ok:
-            raise FlowError("training flow validation failed: " + "; ".join(
-                i.message for i in report.issues if i.severity == "error"))
+        if (why := report.refusal()) is not None:
+            raise FlowError(why)
         for issue in report.issues:
             self.reporter.message(f"flow warning [{issue.category}]: {issue.message}")
         return build_flow(c, reward_dir=c.logging.log_dir if self.world.leader else None)
@@ -244,6 +243,9 @@ class Trainer:
             saved = self._checkpoint_unless_saved(run, step)
             raise run.faults.budget_error(recorded.failed, int(trained.rollouts.rewards.size), saved,
                                           self._resume_hint())
+        if recorded.never_scored:
+            assert run.faults is not None
+            raise run.faults.never_scored_error(run.state.idle, self._checkpoint_unless_saved(run, step))
         self._stop_if_asked(run, step)
 
     def _captured_step(self, run: Run, adv: Any) -> tuple[Any, dict[str, str]]:

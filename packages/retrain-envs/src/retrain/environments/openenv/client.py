@@ -4,19 +4,27 @@
 action}` (the action object itself); both answer `{"type": "observation", "data":
 {"observation", "reward", "done"}}`. A server error answers `{"type": "error", "data":
 {"message", "code"}}` (`OpenEnvServerError`); `close` is sent without a reply. Connecting
-waits `connect_timeout_s`, each reply `message_timeout_s`. A dropped connection or a timeout
-raises `OpenEnvDropped`, which the episode runner retries in a new session.
+waits `connect_timeout_s`, each reply `message_timeout_s`, each as a whole; a message larger
+than `MAX_MESSAGE_BYTES` closes the session. A dropped connection, a timeout or an oversized
+message raises `OpenEnvDropped`, which the episode runner retries in a new session. The two
+plain HTTP requests (`/health`, `/schema`) go through `retrain.io.http.request`: a deadline
+for the whole request and a size cap.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse, urlunparse
+
+from retrain.io.http import HttpFailure, request
+
+#: one observation (a rendered page or a screenshot included) fits; an endless one does not
+MAX_MESSAGE_BYTES = 64 << 20
+#: the action's JSON schema
+MAX_SCHEMA_BYTES = 4 << 20
 
 
 class OpenEnvServerError(RuntimeError):
@@ -45,10 +53,13 @@ def http_url(base: str, path: str) -> str:
 
 def fetch_schema(base: str, timeout_s: float) -> dict[str, Any]:
     """GET <base>/schema: the action's JSON schema (and the observation's)."""
-    with urllib.request.urlopen(http_url(base, "/schema"), timeout=timeout_s) as r:
-        body = json.loads(r.read())
+    url = http_url(base, "/schema")
+    reply = request("GET", url, deadline_s=timeout_s, max_bytes=MAX_SCHEMA_BYTES)
+    if reply.status != 200:
+        raise RuntimeError(f"HTTP {reply.status} from {url}")
+    body = json.loads(reply.body)
     if not isinstance(body, dict) or not isinstance(body.get("action"), dict):
-        raise RuntimeError(f"{http_url(base, '/schema')} returned no action schema")
+        raise RuntimeError(f"{url} returned no action schema")
     return body
 
 
@@ -71,7 +82,8 @@ class OpenEnvSession:
 
         try:
             self._ws = await asyncio.wait_for(
-                websockets.connect(self.url, ping_interval=None, max_size=None), self.connect_timeout_s)
+                websockets.connect(self.url, ping_interval=None, max_size=MAX_MESSAGE_BYTES),
+                self.connect_timeout_s)
         except (OSError, TimeoutError, websockets.WebSocketException) as e:
             raise OpenEnvDropped(f"cannot connect to {self.url}: {e or type(e).__name__}") from e
 
@@ -119,10 +131,9 @@ class OpenEnvSession:
 
 def reachable(base: str, timeout_s: float) -> str:
     """'' when <base>/health answers, else why not (one phrase)."""
+    url = http_url(base, "/health")
     try:
-        with urllib.request.urlopen(http_url(base, "/health"), timeout=timeout_s):
-            return ""
-    except urllib.error.HTTPError as e:
-        return f"HTTP {e.code} from {http_url(base, '/health')}"
-    except (OSError, ValueError) as e:
-        return str(getattr(e, "reason", e))
+        reply = request("GET", url, deadline_s=timeout_s, max_bytes=MAX_SCHEMA_BYTES)
+    except HttpFailure as e:
+        return str(e)
+    return "" if reply.status < 400 else f"HTTP {reply.status} from {url}"

@@ -32,6 +32,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from retrain.backends import token_generate
+from retrain.backends.body_limit import BodyLimit
 from retrain.backends.serving import UNAUTHORIZED, ServeError, authorized
 from retrain.types import Completion, SamplingParams
 
@@ -149,9 +150,9 @@ class PolicyEndpoint:
                         p.done.set_result(c)
 
     async def generate(self, body: Any) -> dict[str, Any]:
-        if isinstance(body, dict) and body.get("model", MODEL) != MODEL:
-            raise ServeError(f"model {body.get('model')!r}: this endpoint serves {MODEL!r}", param="model")
         prompt = token_generate.prompt_of(body)
+        if token_generate.model_of(body, MODEL) != MODEL:
+            raise ServeError(f"model {body.get('model')!r}: this endpoint serves {MODEL!r}", param="model")
         params = token_generate.sampling_of(body.get("sampling_params"), self.base or SamplingParams(max_tokens=16),
                                             self.stop_token_ids)
         if self.max_model_len:
@@ -174,6 +175,7 @@ class PolicyEndpoint:
 
     def _app(self) -> FastAPI:
         app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+        app.add_middleware(BodyLimit)
         key = self.api_key.encode()
 
         def error(status: int, message: str) -> JSONResponse:

@@ -6,7 +6,9 @@ verdict its own way: a reply that names neither label raises, and is counted as 
 Registered as `judge` in the `retrain.rewards` entry-point group: retrain-core's judge
 (retrain.rewards.judge) builds it with `(base_url, model, api_key_env, timeout_s)` and calls
 `ask` from its worker threads, after mapping verifiers' errors onto its own so that retries,
-timeouts and fault counting are the same for both clients.
+timeouts and fault counting are the same for both clients. `timeout_s` bounds the whole of one
+`ask` (the OpenAI client's own timeouts bound each wait only), as it does retrain's own client;
+the reply's size is the OpenAI client's to bound, which reads it whole.
 """
 
 from __future__ import annotations
@@ -35,9 +37,10 @@ class VerifiersJudge:
 
     def ask(self, prompt: str, reference: str, response: str) -> Verdict:
         try:
-            result = asyncio.run(self.judge.evaluate(question=prompt, answer=reference, response=response,
-                                                     positive="yes", negative="no"))
-        except openai.APITimeoutError:
+            result = asyncio.run(asyncio.wait_for(
+                self.judge.evaluate(question=prompt, answer=reference, response=response, positive="yes",
+                                    negative="no"), self.timeout_s))
+        except (openai.APITimeoutError, TimeoutError):
             raise Retryable(f"no reply within {self.timeout_s:g}s", timeout=True) from None
         except openai.APIConnectionError as e:
             raise Retryable(str(e)) from None
