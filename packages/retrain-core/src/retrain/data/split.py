@@ -2,9 +2,9 @@
 
 A problem is held out when a 64-bit BLAKE2b hash of (seed, source, its key) falls below the
 source's share of 2**64. The key is the prompt text (`arithmetic`: `"a+b="`; `math`: the
-problem statement), so the rule is a predicate on one problem: it does not depend on which
-other problems a source loads, their order, `[training] max_examples`, or whether `[eval]`
-is on. Training and evaluation are therefore disjoint over the whole problem space, and a run
+problem statement; `dataset`: the example's prompt, the last user turn of a chat row), so the
+rule is a predicate on one problem: it does not depend on which other problems a source
+loads, their order, `[training] max_examples`, or whether `[eval]` is on. Training and evaluation are therefore disjoint over the whole problem space, and a run
 trains on the same problems with and without evaluation. `[training] seed` = -1 splits as 0.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 
 #: the expected share of each built-in source's problems that is held out
-HELD_OUT_SHARE = {"arithmetic": 0.2, "math": 0.05}
+HELD_OUT_SHARE = {"arithmetic": 0.2, "math": 0.05, "dataset": 0.05}
 
 
 def held_out(source: str, key: str, seed: int) -> bool:

@@ -7,6 +7,7 @@ from typing import Any
 
 from retrain.commands.config_args import resolve_config_args
 from retrain.commands.explain.summary import campaign_summary, single_summary, squeeze_summary
+from retrain.validation.data import check_data_files
 from retrain.validation.load import load_config
 
 _SKIP_TEXT = {"mode", "warnings", "dep_warnings"}
@@ -20,6 +21,7 @@ def run(args: list[str], as_json: bool) -> None:
     elif loaded.kind == "squeeze":
         summary = squeeze_summary(loaded)
     else:
+        check_data_files(loaded.config)  # data the run cannot read fails here as it would there
         summary = single_summary(loaded)
     if as_json:
         print(json.dumps(summary, indent=2, sort_keys=False))
