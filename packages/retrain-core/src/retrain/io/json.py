@@ -60,4 +60,5 @@ def numbered_rows(path: str | Path, error: type[Exception] = ValueError) -> Iter
             try:
                 yield n, json.loads(line)
             except ValueError as exc:
-                raise error(f"{path}:{n}: not JSON ({exc})") from None
+                why = f"{exc.msg} at column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+                raise error(f"{path}:{n}: not JSON ({why})") from None

@@ -114,6 +114,14 @@ def _objective_inerts() -> tuple[Inert, ...]:
                   _builtins_with(_dual)))
 
 
+def _reads_a_table(c: TrainConfig) -> bool:
+    """Whether a run reads a table `[data]`'s keys map: the `dataset` source, `[eval] data_path`,
+    or (trainer = sft) `sft_data_path`."""
+    return ((c.data.source == "dataset" and not c.environment.provider)
+            or bool(c.eval.data_path and EvalSchedule.of(c).enabled)
+            or (c.training.trainer == "sft" and bool(c.training.sft_data_path)))
+
+
 _SERVER_ENGINES = '[inference] engine = "vllm", "sglang" or "openai"'
 _EVAL_SWITCH = "[eval] every = N, before_train = true or at_end = true"
 JUDGE_KEYS = ("reward.judge_model", "reward.judge_base_url", "reward.judge_api_key_env", "reward.judge_client",
@@ -133,10 +141,8 @@ INERT: tuple[Inert, ...] = (
           _said('difficulty applies to source = "arithmetic"'), '[data] source = "arithmetic"'),
     Inert(_TABLE_KEYS, lambda c: c.data.source == "dataset",
           lambda c: f"[data] source = {c.data.source!r} reads no table", '[data] source = "dataset"'),
-    Inert(_MAPPING_KEYS, lambda c: (c.data.source == "dataset" and not c.environment.provider) or bool(
-              c.eval.data_path and EvalSchedule.of(c).enabled),
-          lambda c: f"[data] source = {c.data.source!r} and no [eval] data_path: no table is read",
-          '[data] source = "dataset" or [eval] data_path'),
+    Inert(_MAPPING_KEYS, _reads_a_table, lambda c: f"[data] source = {c.data.source!r} and no [eval] data_path: no "
+          "table is read", '[data] source = "dataset", [eval] data_path, or trainer = "sft" on a table'),
     Inert(("eval.k", "eval.n", "eval.temperature", "eval.top_p", "eval.max_tokens", "eval.max_examples",
            "eval.pass_threshold", "eval.data_path"), lambda c: EvalSchedule.of(c).enabled,
           _said("evaluation during training is off (only `retrain eval` reads [eval])"), _EVAL_SWITCH),

@@ -223,9 +223,9 @@ def _from_hub(where: Where, split: str) -> Opened:
     raise DataError(f"{where.key} {where.name!r} is not in this machine's Hugging Face cache (looked in {prepared} "
                     f"and {hub_cache() / ('datasets--' + where.name.replace('/', '--'))}); retrain reads hub data "
                     "sets from the cache only, never the network",
-                    hint=f"on a machine with network: python -c \"import datasets; datasets.load_dataset("
-                         f"'{where.name}'{', ' + repr(where.subset) if where.subset else ''})\" (then copy "
-                         f"{datasets_cache()}), or set [data] path to a local copy")
+                    hint=f"where there is network: python -c \"import datasets; datasets.load_dataset("
+                         f"'{where.name}'{', ' + repr(where.subset) if where.subset else ''})\", then copy "
+                         f"{datasets_cache()} here; or set [data] path to a local copy")
 
 
 def _snake(name: str) -> str:
