@@ -76,8 +76,29 @@ def test_explain_repo_demo_config(cli) -> None:  # type: ignore[no-untyped-def]
     assert data["model"] == "tiny" and data["data"] == "arithmetic" and data["devices"] == "cpu"
 
 
+def _cached_gsm8k(root: Path) -> Path:
+    """What `datasets.load_dataset("openai/gsm8k", "main")` leaves in its cache, made offline from
+    a few local rows (the `dataset` template reads the hub id from there)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from datasets.packaged_modules.parquet.parquet import Parquet
+
+    rows = [{"question": f"What is {i} + {i}?", "answer": f"#### {2 * i}"} for i in range(8)]
+    for split in ("train", "test"):
+        pq.write_table(pa.Table.from_pylist(rows), root / f"{split}.parquet")
+    cache = root / "datasets-cache"
+    Parquet(cache_dir=str(cache), dataset_name="gsm8k", config_name="main", repo_id="openai/gsm8k", hash="0",
+            data_files={s: str(root / f"{s}.parquet") for s in ("train", "test")}).download_and_prepare()
+    (made,) = (cache / "openai___gsm8k").iterdir()
+    made.rename(made.with_name("main"))
+    return cache
+
+
 @pytest.mark.parametrize("name", sorted(TEMPLATES))
-def test_every_template_writes_and_explains(cli, tmp_path: Path, name: str) -> None:  # type: ignore[no-untyped-def]
+def test_every_template_writes_and_explains(cli, tmp_path: Path, name: str,  # type: ignore[no-untyped-def]
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    if name == "dataset":  # explain opens the data the run reads: the template's hub id, cached
+        monkeypatch.setenv("HF_DATASETS_CACHE", str(_cached_gsm8k(tmp_path)))
     res = cli("init", "--template", name)
     assert res.code == 0, res.stderr
     target = tmp_path / TEMPLATES[name].filename

@@ -153,6 +153,6 @@ class EvalConfig(Section):
     pass_threshold: Annotated[float, F("A sample passes when its reward is at least this.")] = 1.0
     data_path: Annotated[
         str,
-        F("JSONL of prompt/reference rows to evaluate on; empty = the held-out split of the "
-          "[data] source (arithmetic and math have one)."),
+        F("Problems to evaluate on: any table [data] path takes (prompt/reference rows, or columns mapped by "
+          "[data]'s keys); empty = the held-out side of the [data] source (arithmetic, math and dataset have one)."),
     ] = ""
