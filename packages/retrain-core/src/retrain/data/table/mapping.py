@@ -81,10 +81,23 @@ class RowMapping:
 
     def example(self, row: Mapping[str, Any]) -> Example | str:
         """The row's example, or why it has none (read as "rows with ...")."""
-        if all(row.get(name) is None for name in self.columns):
+        found = self.parts(row)
+        if isinstance(found, str):
+            return found
+        prompt, reference, completion, messages = found
+        return Example(prompt=prompt, reference=reference, completion=completion, task=self.task,
+                       example_id=self._id(row), messages=messages)
+
+    def parts(self, row: Mapping[str, Any]) -> Parts | str:
+        """(prompt, reference, completion, chat turns) of the row, or why it has none: `example`
+        without building one (the pass over a million rows needs only the prompt)."""
+        for name in self.columns:
+            if row.get(name) is not None:
+                break
+        else:
             return f"none of {', '.join(self.columns)} (a null line, or other keys)"
         if self.messages_key:
-            return self._chat_example(row)
+            return self._chat_parts(row)
         if self.template:
             empty = next((name for name in self.fields if row.get(name) is None), None)
             if empty is not None:
@@ -97,15 +110,14 @@ class RowMapping:
             prompt = _text(row.get(self.prompt_key))
         if not prompt.strip():
             return "an empty prompt"
-        reference, why = self._reference(self._answer(row), "")
-        if why:
-            return why
+        reference = self._reference(self._answer(row), "")
+        if reference[1]:
+            return reference[1]
         messages = [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": prompt}] \
             if self.system_prompt else None
-        return Example(prompt=prompt, reference=reference, task=self.task, example_id=self._id(row),
-                       messages=messages)
+        return prompt, reference[0], "", messages
 
-    def _chat_example(self, row: Mapping[str, Any]) -> Example | str:
+    def _chat_parts(self, row: Mapping[str, Any]) -> Parts | str:
         turns = row.get(self.messages_key)
         if not isinstance(turns, list) or not turns or not all(
                 isinstance(t, Mapping) and isinstance(t.get("role"), str) and isinstance(t.get("content"), str)
@@ -124,11 +136,14 @@ class RowMapping:
         reference, why = self._reference(answer, "" if self.answer_keys else " (the last assistant turn)")
         if why:
             return why
-        return Example(prompt=users[-1], reference=reference, completion=completion, task=self.task,
-                       example_id=self._id(row), messages=messages)
+        return users[-1], reference, completion, messages
 
     def _answer(self, row: Mapping[str, Any]) -> Any:
-        return next((row[k] for k in self.answer_keys if row.get(k) is not None), None)
+        for key in self.answer_keys:
+            value = row.get(key)
+            if value is not None:
+                return value
+        return None
 
     def _reference(self, answer: Any, what: str) -> tuple[str, str]:
         text = _text(answer)
@@ -144,7 +159,13 @@ class RowMapping:
         return value if isinstance(value, int | str) and not isinstance(value, bool) else None
 
 
+#: a row's prompt, reference, completion and chat turns
+Parts = tuple[str, str, str, "list[dict[str, str]] | None"]
+
+
 def _text(value: Any) -> str:
+    if type(value) is str:
+        return value
     if value is None:
         return ""
     if isinstance(value, float) and value.is_integer():

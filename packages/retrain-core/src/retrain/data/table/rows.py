@@ -20,7 +20,7 @@ from typing import Any, overload
 import numpy as np
 
 from retrain.data.source import ExampleSequence
-from retrain.data.split import held_out
+from retrain.data.split import held_out_rule
 from retrain.data.table.mapping import RowMapping
 from retrain.data.table.where import Opened
 from retrain.types import Example
@@ -94,17 +94,18 @@ def scan(opened: Opened, mapping: RowMapping, split_seed: int | None) -> Scan:
     held: list[bool] = []
     drops = Drops()
     columns = mapping.columns
+    rule = held_out_rule("dataset", split_seed) if split_seed is not None else None
+    parts = mapping.parts
     row = 0
     for batch in _batches(opened, columns):
-        values = [batch[name] for name in columns]
-        for cells in zip(*values, strict=True):
-            got = mapping.example(dict(zip(columns, cells, strict=True)))
-            if isinstance(got, Example):
-                usable.append(row)
-                if split_seed is not None:
-                    held.append(held_out("dataset", got.prompt, split_seed))
-            else:
+        for cells in zip(*(batch[name] for name in columns), strict=True):
+            got = parts(dict(zip(columns, cells, strict=True)))
+            if isinstance(got, str):
                 drops.add(got, row)
+            else:
+                usable.append(row)
+                if rule is not None:
+                    held.append(rule(got[0]))
             row += 1
     return Scan(np.asarray(usable, dtype=np.int64), np.asarray(held, dtype=bool) if split_seed is not None else None,
                 drops, row)
