@@ -92,3 +92,18 @@ def test_eval_names_the_bad_line_of_its_data(cli, tmp_path: Path) -> None:  # ty
     one_line_exit_2(cli("eval", "c.toml"), "eval.jsonl:2: not UTF-8 (byte 0xff at byte 13 of the line)")
     (tmp_path / "eval.jsonl").write_text('{"prompt": "1+1=", "answer": "2"}\n{"prompt": "2+2=" "answer": "4"}\n')
     one_line_exit_2(cli("eval", "c.toml"), "eval.jsonl:2: not JSON (Expecting ',' delimiter at column 19)")
+
+
+def test_data_shows_sft_rows_with_their_target(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    rows = [{"chat": [{"role": "user", "content": f"{i}+{i}?"}, {"role": "assistant", "content": str(2 * i)}]}
+            for i in range(4)]
+    (tmp_path / "chat.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "c.toml").write_text('[model]\nmodel = "tiny"\n[backend]\ndevices = "cpu"\n[training]\n'
+                                     'trainer = "sft"\nsft_data_path = "chat.jsonl"\n[data]\nmessages_key = "chat"\n')
+    res = cli("data", "c.toml", "-n", "2", "--json")
+    assert res.code == 0, res.stderr
+    found = json.loads(res.stdout)
+    assert found["rows"] == 4 and found["path"] == "chat.jsonl"
+    assert [(p["where"], p["text"], p["target"]) for p in found["prompts"]] == [
+        ("chat.jsonl:1", "<bos><|user|>0+0?<|assistant|>", "0<eos>"),
+        ("chat.jsonl:2", "<bos><|user|>1+1?<|assistant|>", "2<eos>")]

@@ -160,7 +160,7 @@ class RowMapping:
 
 
 #: a row's prompt, reference, completion and chat turns
-Parts = tuple[str, str, str, "list[dict[str, str]] | None"]
+Parts = tuple[str, str, str, list[dict[str, str]] | None]
 
 
 def _text(value: Any) -> str:
