@@ -131,3 +131,11 @@ def test_sft_data_names_file_and_line(tmp_path: Path) -> None:
     path.write_bytes(b'{"prompt": "a", "completion": "b"}\n{"prompt": "a" "completion": "b"}\n')
     with pytest.raises(SftDataError, match=r"sft.jsonl:2: not JSON"):
         read_sft_data(str(path))
+
+
+def test_sft_data_of_several_files_is_refused_as_not_built(tmp_path: Path) -> None:
+    from retrain.training.sft.data import SftDataError, read_sft_data
+
+    for given in (str(tmp_path), str(tmp_path / "*.jsonl")):
+        with pytest.raises(SftDataError, match=r"a folder or glob as SFT data is not built yet"):
+            read_sft_data(given)

@@ -115,6 +115,9 @@ def _row(path: Path, n: int, raw: Any) -> SftRow:
 def read_sft_data(path_text: str, config: TrainConfig | None = None) -> SftData:
     """The rows of one file; `config`: whose `[data]` keys map a table's columns (trainer = sft)."""
     path = Path(path_text)
+    if path.is_dir() or any(ch in path_text for ch in "*?["):
+        raise SftDataError(f"sft_data_path {path_text}: a folder or glob as SFT data is not built yet (its pins and "
+                           "audits are of one file)", hint="point [training] sft_data_path at one file")
     if not path.is_file():
         raise SftDataError(f"sft_data_path {path_text}: no such file",
                            hint="point [training] sft_data_path at one JSONL, JSON, CSV, parquet or Arrow file")
