@@ -11,7 +11,6 @@ in the pass and on access: the rows the pass keeps are exactly those that give o
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,8 @@ from retrain.data.table.where import Opened
 from retrain.types import Example
 
 _BATCH = 4096
+#: the stream of the seed the dataset source's order is drawn from (its own, beside the seed's others)
+_SHUFFLE_STREAM = 0x64617461
 
 
 @dataclass
@@ -112,12 +113,12 @@ def scan(opened: Opened, mapping: RowMapping, split_seed: int | None) -> Scan:
 
 
 def shuffled(rows: np.ndarray, seed: int) -> np.ndarray:
-    """`rows` in the order of `seed`. Python's shuffle, whose sequence for a seed is fixed across
-    versions (numpy's Generator makes no such promise), so a checkpoint's cursor still points at
-    the same prompts after an upgrade."""
-    order = rows.tolist()
-    random.Random(f"dataset:{seed}").shuffle(order)
-    return np.asarray(order, dtype=np.int64)
+    """`rows` in the order of `seed`: sorted by one 64-bit draw each from PCG64. A bit generator's
+    raw stream is fixed across numpy versions (its Generator's shuffle is not promised to be),
+    and a stable sort settles ties, so a checkpoint's cursor still points at the same prompts
+    after an upgrade; for a million rows this takes a tenth of Python's shuffle's second."""
+    draws = np.random.PCG64(np.random.SeedSequence([seed, _SHUFFLE_STREAM])).random_raw(len(rows))
+    return np.asarray(rows, dtype=np.int64)[np.argsort(draws, kind="stable")]
 
 
 class TableExamples(ExampleSequence):
