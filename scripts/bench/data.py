@@ -11,10 +11,13 @@ rows by default, about 60 MB compressed, 560 MB as Arrow) into a temporary folde
   the line the run prints as it starts its first step (`start_s`) and to that step's line
   (`first_step_s`); `cpu_s` is the process's CPU time, which other work on the machine slows
   less than its wall time (`load_average` is the machine's when the script starts).
-- `memory`: in a fresh process, the resident set after importing what a run imports to read
-  the data, then after loading the training side of the table (the pass over every row, the
-  seeded order) and encoding the first batch of prompts; `data_mb` is the growth, split into
-  anonymous memory and pages of mapped files (`RssAnon`, `RssFile` of /proc/self/status).
+- `load`: in a fresh process, first into an empty `datasets` cache (`cold`), then again
+  (`warm`): the CPU time of importing what reading a table needs (`import_cpu_s`), the time and
+  CPU time of loading the training side (`load_s`, `load_cpu_s`: opening the table, the pass
+  over every row, the seeded order), and the resident set before and after that load and the
+  encoding of the first batch of prompts; `data_mb` is the growth, split into anonymous memory
+  and pages of mapped files (`RssAnon`, `RssFile` of /proc/self/status). These are the table's
+  own costs, which the whole run's times above add to what starting costs anyway.
 
     uv run python scripts/bench/data.py                # 1,000,000 rows
     uv run python scripts/bench/data.py --rows 100000
@@ -61,9 +64,13 @@ import json, sys, time
 def rss():
     fields = dict(line.split(":", 1) for line in open("/proc/self/status") if line.startswith(("VmRSS", "RssAnon", "RssFile")))
     return {k: int(v.split()[0]) / 1024 for k, v in fields.items()}
-from retrain.data.source import load_examples
-from retrain.training.prompts import PromptCursor
 from retrain.validation.load import load_config
+t0 = time.process_time()
+import datasets, pyarrow
+from retrain.data.source import load_examples
+from retrain.data.table import source
+from retrain.training.prompts import PromptCursor
+imports = time.process_time() - t0
 class Chars:
     eos_token_ids = (0,)
     def encode_prompt(self, text): return [ord(c) for c in text]
@@ -71,12 +78,13 @@ class Chars:
 PromptCursor(load_examples(load_config(sys.argv[2], []).config), Chars()).take(8)
 config = load_config(sys.argv[1], []).config
 before = rss()
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 examples = load_examples(config)
-loaded = time.perf_counter() - t0
+loaded, loaded_cpu = time.perf_counter() - t0, time.process_time() - c0
 PromptCursor(examples, Chars()).take(config.training.batch_size)
 after = rss()
-print(json.dumps({"examples": len(examples), "load_s": round(loaded, 2), "before": before, "after": after}))
+print(json.dumps({"examples": len(examples), "import_cpu_s": round(imports, 2), "load_s": round(loaded, 2),
+                  "load_cpu_s": round(loaded_cpu, 2), "before": before, "after": after}))
 """
 
 
@@ -135,16 +143,21 @@ def start(root: Path, name: str, env: dict[str, str], source: str = "dataset") -
 
 
 def memory(root: Path, env: dict[str, str]) -> dict[str, object]:
+    """The load in a fresh process: `cold` into an empty `datasets` cache, then `warm`."""
     write_table(root / "small" / "gsm8k.parquet", 1000)
     (root / "small.toml").write_text(CONFIG.format(root=root / "small", name="small"))
-    done = subprocess.run([sys.executable, "-c", MEMORY, str(root / "cold.toml"), str(root / "small.toml")], cwd=root,
-                          env=env, capture_output=True, text=True, check=True)
-    found = json.loads(done.stdout.strip().splitlines()[-1])
-    before, after = found.pop("before"), found.pop("after")
-    return {**found, "rss_before_mb": round(before["VmRSS"]), "rss_after_mb": round(after["VmRSS"]),
-            "data_mb": round(after["VmRSS"] - before["VmRSS"]),
-            "data_anon_mb": round(after["RssAnon"] - before["RssAnon"]),
-            "data_file_mb": round(after["RssFile"] - before["RssFile"])}
+    out: dict[str, object] = {}
+    for name, cache in (("cold", root / "probe-cache"), ("warm", root / "probe-cache")):
+        done = subprocess.run([sys.executable, "-c", MEMORY, str(root / "cold.toml"), str(root / "small.toml")],
+                              cwd=root, env={**env, "HF_DATASETS_CACHE": str(cache)}, capture_output=True, text=True,
+                              check=True)
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+        before, after = found.pop("before"), found.pop("after")
+        out[name] = {**found, "rss_before_mb": round(before["VmRSS"]), "rss_after_mb": round(after["VmRSS"]),
+                     "data_mb": round(after["VmRSS"] - before["VmRSS"]),
+                     "data_anon_mb": round(after["RssAnon"] - before["RssAnon"]),
+                     "data_file_mb": round(after["RssFile"] - before["RssFile"])}
+    return out
 
 
 def main() -> None:
@@ -164,7 +177,7 @@ def main() -> None:
         print(json.dumps({"rows": args.rows, "parquet_mb": round((root / "gsm8k.parquet").stat().st_size / 2**20, 1),
                           "write_s": round(made, 1), "cpus": os.cpu_count(), "load_average": round(load, 1),
                           "start": {"cold": cold, "warm": warm, "arithmetic": baseline},
-                          "memory": memory(root, env)}))
+                          "load": memory(root, env)}))
 
 
 if __name__ == "__main__":
