@@ -1,7 +1,7 @@
-"""Workspace-wide test settings: nothing reaches a hub, trackers write into the session's
-folders, and torch uses one thread per worker (pytest-xdist runs two workers on two cores); a
-fixture that installs a fake distribution; and a session that ends with a process a test
-started still running fails, naming it."""
+"""Workspace-wide test settings: nothing reaches a hub, trackers and `datasets` write into the
+session's folders, and torch uses one thread per worker (pytest-xdist runs two workers on two
+cores); a fixture that installs a fake distribution; and a session that ends with a process a
+test started still running fails, naming it."""
 
 import atexit
 import contextlib
@@ -22,6 +22,9 @@ os.environ.setdefault("WANDB_MODE", "offline")
 # own folder, never the user's cache
 os.environ["TRACKIO_DIR"] = tempfile.mkdtemp(prefix="retrain-tests-trackio-")
 atexit.register(shutil.rmtree, os.environ["TRACKIO_DIR"], ignore_errors=True)
+# `datasets` writes the Arrow copies of the tables tests read into its cache: the session's own
+os.environ["HF_DATASETS_CACHE"] = tempfile.mkdtemp(prefix="retrain-tests-datasets-")
+atexit.register(shutil.rmtree, os.environ["HF_DATASETS_CACHE"], ignore_errors=True)
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 

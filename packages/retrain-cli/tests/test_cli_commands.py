@@ -78,8 +78,29 @@ def test_explain_repo_demo_config(cli) -> None:  # type: ignore[no-untyped-def]
     assert data["model"] == "tiny" and data["data"] == "arithmetic" and data["devices"] == "cpu"
 
 
+def _cached_gsm8k(root: Path) -> Path:
+    """What `datasets.load_dataset("openai/gsm8k", "main")` leaves in its cache, made offline from
+    a few local rows (the `dataset` template reads the hub id from there)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from datasets.packaged_modules.parquet.parquet import Parquet
+
+    rows = [{"question": f"What is {i} + {i}?", "answer": f"#### {2 * i}"} for i in range(8)]
+    for split in ("train", "test"):
+        pq.write_table(pa.Table.from_pylist(rows), root / f"{split}.parquet")
+    cache = root / "datasets-cache"
+    Parquet(cache_dir=str(cache), dataset_name="gsm8k", config_name="main", repo_id="openai/gsm8k", hash="0",
+            data_files={s: str(root / f"{s}.parquet") for s in ("train", "test")}).download_and_prepare()
+    (made,) = (cache / "openai___gsm8k").iterdir()
+    made.rename(made.with_name("main"))
+    return cache
+
+
 @pytest.mark.parametrize("name", sorted(TEMPLATES))
-def test_every_template_writes_and_explains(cli, tmp_path: Path, name: str) -> None:  # type: ignore[no-untyped-def]
+def test_every_template_writes_and_explains(cli, tmp_path: Path, name: str,  # type: ignore[no-untyped-def]
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    if name == "dataset":  # explain opens the data the run reads: the template's hub id, cached
+        monkeypatch.setenv("HF_DATASETS_CACHE", str(_cached_gsm8k(tmp_path)))
     res = cli("init", "--template", name)
     assert res.code == 0, res.stderr
     target = tmp_path / TEMPLATES[name].filename
@@ -165,8 +186,9 @@ def test_backends_json(cli, fake_backend) -> None:  # type: ignore[no-untyped-de
     for name in ("local", "tinker", "unsloth"):  # installed exactly when their distribution is
         installed = bool(metadata.entry_points(group="retrain.backends", name=name))
         assert by_name[name]["installed"] is installed, name
-        # 2.0: each definition states its own capabilities and options; 2.1: tinker's checkpoint record
-        built_against = "2.1" if name == "tinker" else "2.0"
+        # 2.0: each definition states its own capabilities and options; 2.1: tinker's checkpoint record;
+        # 2.2: local's prompt tokenizer
+        built_against = {"tinker": "2.1", "local": "2.2"}.get(name, "2.0")
         assert by_name[name]["contract"] == (built_against if installed else None), name
     local = bool(metadata.entry_points(group="retrain.backends", name="local"))
     assert by_name["local"]["status"] == ("available" if local else "not installed")
@@ -176,16 +198,16 @@ def test_backends_json(cli, fake_backend) -> None:  # type: ignore[no-untyped-de
     assert by_name["prime_rl"]["status"] == "not built yet in this version"
     assert "train_microbatch_size" in by_name["local"]["option_schema"]
     assert data["plugin"]["entry_point_group"] == "retrain.backends"
-    assert data["contracts"] == {"backend": "2.1", "environment": "1.2"}
+    assert data["contracts"] == {"backend": "2.2", "environment": "1.2"}
     (foo,) = data["entry_points"]
     assert foo["distribution"] == "retrain-backends-foo" and foo["contract"] == "3.0"
-    assert foo["status"] == "unusable (see problem)" and "supports backend contract 2.0 to 2.1" in foo["problems"][0]
+    assert foo["status"] == "unusable (see problem)" and "supports backend contract 2.0 to 2.2" in foo["problems"][0]
 
 
 def test_backends_text_shows_contracts(cli, fake_backend) -> None:  # type: ignore[no-untyped-def]
     fake_backend((3, 0))
     out = cli("backends").stdout
-    assert out.startswith("Contracts: backend 2.0 to 2.1, environment 1.0 to 1.2 (retrain-core ")
+    assert out.startswith("Contracts: backend 2.0 to 2.2, environment 1.0 to 1.2 (retrain-core ")
     assert "  foo       unusable (see problem)         [retrain-backends-foo, contract 3.0] (entry_point)" in out
     assert "problem: retrain-backends-foo 0.3.0 declares backend contract 3.0;" in out
     assert "Environments:" in out

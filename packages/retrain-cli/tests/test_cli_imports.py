@@ -31,7 +31,7 @@ print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {{h.split('
     ["--help"], ["explain", "--json"], ["backends", "--json"], ["doctor"], ["man", "options"],
     ["init", "--list"], ["migrate-config", "retrain.toml", "--check"], ["--version"], ["status", "--json"],
     ["serve", "--help"],
-    ["eval", "--help"], ["eval", "retrain.toml", "--adapter", "a", "--run", "b"],
+    ["eval", "--help"], ["eval", "retrain.toml", "--adapter", "a", "--run", "b"], ["data", "--help"],
     ["man", "squeeze"], ["benchmark"], ["tree", "--json"],
 ])
 def test_no_heavy_imports(args: list[str]) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from retrain.config.errors import ConfigError
 from retrain.data.arithmetic import prompt
-from retrain.data.source import DataError, load_examples
+from retrain.data.source import DataError, load_examples, notes_of
 from retrain.data.split import HELD_OUT_SHARE, held_out
 from retrain.evaluation.problems import load_problems
 from retrain.validation.load import load_config
@@ -78,8 +78,12 @@ def test_eval_data_path(tmp_path: Path) -> None:
                     import_plugins=False).config
     got = load_problems(c)
     assert [(e.prompt, e.reference, e.example_id) for e in got] == [("1+1=", "2", "a"), ("2+2=", "4", None)]
+    path.write_text('{"prompt": "1+1=", "reference": "2"}\n{"prompt": "2+2="}\n')
+    got = load_problems(c)
+    assert [e.prompt for e in got] == ["1+1="]
+    assert notes_of(got) == (f"{path}: dropped 1 of 2 rows with an empty reference (the first: {path}:2)",)
     path.write_text('{"prompt": "1+1="}\n')
-    with pytest.raises(DataError, match=r"eval.jsonl:1: a row needs a 'reference'"):
+    with pytest.raises(DataError, match=r"answer_key: .*eval.jsonl has no 'reference' or 'answer' column \(columns: prompt\)"):
         load_problems(c)
 
 

@@ -146,6 +146,23 @@ def trace_cmd(
     guarded(run, list(ctx.args), as_json)
 
 
+@app.command("data", context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+             options_metavar="[CONFIG] [--flag value ...] [-n N] [--lengths N] [--json]")
+def data_cmd(
+    ctx: typer.Context,
+    count: Annotated[int, typer.Option("-n", "--count", min=0, metavar="N", help="Prompts to show.")] = 3,
+    lengths: Annotated[int, typer.Option("--lengths", min=0, metavar="N",
+                                         help="Count the token lengths of the first N prompts.")] = 1000,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """What a run of CONFIG reads: its data opened and checked as the run does, the examples
+    loaded and what was dropped and why, and the first prompts exactly as the model will read
+    them (through the chat template) with their references. See `retrain man data`."""
+    from retrain.commands.data.run import run
+
+    guarded(run, list(ctx.args), count, lengths, as_json)
+
+
 @app.command("eval")
 def eval_cmd(
     config: Annotated[str, typer.Argument(metavar="CONFIG",

@@ -104,7 +104,9 @@ class TrainOutput(msgspec.Struct, kw_only=True):
 
 class Example(msgspec.Struct, kw_only=True):
     """A prompt with its verifiable reference; `completion` is an SFT target when known.
-    `info` and `example_id` carry a source's own per-item data (the reference's fields)."""
+    `info` and `example_id` carry a source's own per-item data (the reference's fields).
+    `messages`, when set, is the prompt as chat turns ({role, content}) the model reads through
+    its chat template; `prompt` is then its last user turn (logs, the held-out hash)."""
 
     prompt: str
     reference: str = ""
@@ -112,3 +114,4 @@ class Example(msgspec.Struct, kw_only=True):
     task: str = "default"
     info: dict[str, Any] | None = None
     example_id: int | str | None = None
+    messages: list[dict[str, str]] | None = None

@@ -177,6 +177,10 @@ class BackendDefinition:
     #: `module:attr` of a torch-free `(folder) -> RecordCheck` that `retrain resume-check`
     #: calls on a folder holding `checkpoint_record`
     check_record: str = ""
+    #: `module:attr` of `(TrainConfig) -> Tokenizer`: the tokenizer a run reads its prompts
+    #: with, loaded without the model (`retrain data` shows prompts through it); "" when the
+    #: backend offers none
+    tokenizer: str = ""
 
 
 @dataclass(frozen=True)

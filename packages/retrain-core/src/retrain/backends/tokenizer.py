@@ -30,40 +30,47 @@ class HFTokenizer:
             return self.encode_chat([{"role": "user", "content": text}])
         return [int(i) for i in self.hf.encode(text, add_special_tokens=True)]
 
-    def encode_chat(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True) -> list[int]:
-        """Messages through the chat template (thinking off where the template has the switch);
+    def encode_chat(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True,
+                    template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
+        """Messages through the chat template (thinking off where the template has the switch,
+        unless `template_kwargs` say otherwise; they reach the template as its variables);
         without a template, the contents joined by newlines."""
         if not self.has_chat_template:
             text = "\n".join(str(m.get("content") or "") for m in messages)
             return [int(i) for i in self.hf.encode(text, add_special_tokens=True)]
         rows = [dict(m) for m in messages]
+        own = dict(template_kwargs or {})
         try:
             ids = self.hf.apply_chat_template(rows, add_generation_prompt=add_generation_prompt, tokenize=True,
-                                              return_dict=False, enable_thinking=False)
+                                              return_dict=False, **{"enable_thinking": False, **own})
         except TypeError:
+            if own:
+                raise
             ids = self.hf.apply_chat_template(rows, add_generation_prompt=add_generation_prompt, tokenize=True,
                                               return_dict=False)
         return [int(i) for i in ids]
 
-    def _render(self, messages: Sequence[Mapping[str, Any]], generation_prompt: bool) -> list[int]:
+    def _render(self, messages: Sequence[Mapping[str, Any]], generation_prompt: bool,
+                template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
         ids = self.hf.apply_chat_template(list(messages), add_generation_prompt=generation_prompt, tokenize=True,
-                                          return_dict=False)
+                                          return_dict=False, **dict(template_kwargs or {}))
         return [int(i) for i in ids]
 
-    def encode_messages(self, messages: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[bool]]:
+    def encode_messages(self, messages: Sequence[Mapping[str, Any]],
+                        template_kwargs: Mapping[str, Any] | None = None) -> tuple[list[int], list[bool]]:
         """A conversation through the chat template, and which tokens belong to assistant turns
         (SFT on `messages` rows). A turn's tokens are those the template adds to the rendering
         of the turns before it, after the generation prompt; a template that does not render
         earlier turns as a prefix of later ones raises ValueError."""
         if not self.has_chat_template:
             raise ValueError("the tokenizer has no chat template for 'messages' rows")
-        full = self._render(messages, False)
+        full = self._render(messages, False, template_kwargs)
         mask = [False] * len(full)
         for i, m in enumerate(messages):
             if m.get("role") != "assistant":
                 continue
-            start = len(self._render(messages[:i], True)) if i else 0
-            through = self._render(messages[:i + 1], False)
+            start = len(self._render(messages[:i], True, template_kwargs)) if i else 0
+            through = self._render(messages[:i + 1], False, template_kwargs)
             if full[:len(through)] != through or start > len(through):
                 raise ValueError("the chat template does not render earlier turns as a prefix of later ones")
             mask[start:len(through)] = [True] * (len(through) - start)

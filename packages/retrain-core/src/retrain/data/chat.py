@@ -9,13 +9,24 @@ template): other tasks, models without a template, and models that declare they 
 instructions (`HFTokenizer(reads_instructions=False)`: the built-in `tiny`, whose template only
 frames the turns of multi-turn environments, sees `<|user|>3+5=<|assistant|>`, a handful of
 tokens where the instruction would cost ~130).
+
+An example that carries `messages` (the `dataset` source's chat rows, or a row given a system
+prompt) is those turns through the chat template; a tokenizer without one reads their contents
+joined by blank lines. `[data] chat_template_kwargs` reach the template of every chat-rendered
+prompt (`PromptEncoder`); a backend whose tokenizer cannot take them is a `DataError`.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from retrain.backends.protocol import ChatTokenizer, Tokenizer
+from retrain.config.schema import TrainConfig
+from retrain.data.source import DataError
 from retrain.types import Example
 
 SYSTEM = ("Solve the problem. Give the final answer as \\boxed{answer}, for example \\boxed{42}, "
@@ -39,10 +50,53 @@ def reads_instructions(tokenizer: Tokenizer) -> bool:
     return isinstance(tokenizer, ChatTokenizer) and bool(getattr(tokenizer, "instruction_turns", False))
 
 
-def encode_example(example: Example, tokenizer: Tokenizer) -> list[int]:
+def takes_template_kwargs(tokenizer: Tokenizer) -> bool:
+    """Whether the tokenizer's `encode_chat` takes `template_kwargs` (retrain's HFTokenizer does)."""
+    encode = getattr(tokenizer, "encode_chat", None)
+    if encode is None:
+        return False
+    try:
+        return "template_kwargs" in inspect.signature(encode).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def encode_turns(tokenizer: Tokenizer, turns: Sequence[Mapping[str, Any]],
+                 template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
+    """Chat turns as the model reads them, with the assistant's generation prompt."""
+    if not isinstance(tokenizer, ChatTokenizer):
+        return tokenizer.encode_prompt("\n\n".join(str(t.get("content") or "") for t in turns))
+    if not template_kwargs:
+        return tokenizer.encode_chat(turns)
+    if not takes_template_kwargs(tokenizer):
+        raise DataError(f"[data] chat_template_kwargs: this backend's tokenizer ({type(tokenizer).__name__}) takes no "
+                        "chat template arguments", hint="remove chat_template_kwargs")
+    return tokenizer.encode_chat(turns, template_kwargs=template_kwargs)  # type: ignore[call-arg]
+
+
+def encode_example(example: Example, tokenizer: Tokenizer,
+                   template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
     """The prompt tokens of an example as the model sees them (the module docstring)."""
+    if example.messages:
+        return encode_turns(tokenizer, example.messages, template_kwargs)
     asked = question(example)
     if asked is not None and reads_instructions(tokenizer):
-        assert isinstance(tokenizer, ChatTokenizer)
-        return tokenizer.encode_chat([{"role": "system", "content": SYSTEM}, {"role": "user", "content": asked}])
+        return encode_turns(tokenizer, [{"role": "system", "content": SYSTEM}, {"role": "user", "content": asked}],
+                            template_kwargs)
+    if template_kwargs and isinstance(tokenizer, ChatTokenizer):
+        return encode_turns(tokenizer, [{"role": "user", "content": example.prompt}], template_kwargs)
     return tokenizer.encode_prompt(example.prompt)
+
+
+@dataclass(frozen=True)
+class PromptEncoder:
+    """A run's prompt rendering: `encode_example` with `[data] chat_template_kwargs`."""
+
+    template_kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, config: TrainConfig) -> PromptEncoder:
+        return cls(dict(config.data.chat_template_kwargs))
+
+    def __call__(self, example: Example, tokenizer: Tokenizer) -> list[int]:
+        return encode_example(example, tokenizer, self.template_kwargs)

@@ -1,9 +1,12 @@
 """Data sources: where prompts and their verifiable references come from.
 
-A source returns a finite list of `Example`s in a deterministic order; the trainer walks it
+A source returns a finite sequence of `Example`s in a deterministic order; the trainer walks it
 round-robin with a cursor that is saved in checkpoints, so a resumed run sees the same prompts.
+A list is the usual sequence; an `ExampleSequence` (the `dataset` source's table rows) builds
+each example when asked for and is passed through unlisted. Either may carry `notes`: lines
+saying what loading dropped and why, which the run prints.
 `[data] source` resolves through the registry like every plugin kind: a built-in name
-(`math`, `arithmetic`), a name given to `registry.register("data_source", ...)`, an entry
+(`dataset`, `math`, `arithmetic`), a name given to `registry.register("data_source", ...)`, an entry
 point of `retrain.data`, or a dotted path. The resolved object is a factory `f(config)`
 returning a list of examples, or an object with `.examples()` or `.load()` (the reference's
 protocol) returning one. An item is an `Example`, any object with `prompt` / `reference`
@@ -13,7 +16,7 @@ with a `prompt` key.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from retrain.config.schema import TrainConfig
@@ -21,11 +24,31 @@ from retrain.errors import UserError
 from retrain.registry.core import Resolved, lookup
 from retrain.types import Example
 
-__all__ = ["DataError", "Example", "data_seed", "load_examples"]
+__all__ = ["DataError", "Example", "ExampleList", "ExampleSequence", "data_seed", "load_examples", "notes_of"]
 
 
 class DataError(UserError, ValueError):
     """A data source that cannot produce examples; the message says what to do."""
+
+
+class ExampleSequence(Sequence[Example]):
+    """Examples built when asked for; a slice is one too. `notes`: what loading dropped, and why."""
+
+    notes: tuple[str, ...] = ()
+
+
+class ExampleList(list[Example]):
+    """A list of examples with `notes` on what loading dropped, and why."""
+
+    def __init__(self, items: Iterable[Example] = (), notes: Iterable[str] = ()) -> None:
+        super().__init__(items)
+        self.notes = tuple(notes)
+
+
+def notes_of(examples: Sequence[Example]) -> tuple[str, ...]:
+    """The lines a source left on what it dropped (none for a plain list)."""
+    notes = getattr(examples, "notes", ())
+    return tuple(str(n) for n in notes) if isinstance(notes, tuple | list) else ()
 
 
 def data_seed(config: TrainConfig) -> int:
@@ -58,7 +81,9 @@ def _example(item: Any, i: int, where: str) -> Example:
                    example_id=example_id if isinstance(example_id, int | str) else None)
 
 
-def _materialise(obj: Any, where: str) -> list[Example]:
+def _materialise(obj: Any, where: str) -> Sequence[Example]:
+    if isinstance(obj, ExampleSequence):
+        return obj
     for method in ("examples", "load"):
         if not isinstance(obj, Sequence) and callable(getattr(obj, method, None)):
             obj = getattr(obj, method)()
@@ -66,20 +91,22 @@ def _materialise(obj: Any, where: str) -> list[Example]:
     if not isinstance(obj, Sequence) or isinstance(obj, str):
         raise DataError(f"data source {where} returned {type(obj).__name__}, not a list of examples "
                         "(nor an object with .examples() or .load())")
-    return [_example(item, i, where) for i, item in enumerate(obj)]
+    return ExampleList((_example(item, i, where) for i, item in enumerate(obj)), notes_of(obj))
 
 
 def _describe(found: Resolved) -> str:
     return f"{found.name!r}" if found.source == "builtin" else f"{found.name!r} ({found.source} {found.origin})"
 
 
-def load_examples(config: TrainConfig) -> list[Example]:
+def load_examples(config: TrainConfig) -> Sequence[Example]:
     name = config.data.source
     found = lookup("data_source", name, config.plugins.search_paths)
     where = _describe(found)
     examples = _materialise(found.obj(config), where)
-    if config.training.max_examples > 0:
-        examples = examples[: config.training.max_examples]
     if not examples:
         raise DataError(f"data source {where} produced no examples")
+    limit = config.training.max_examples
+    if 0 < limit < len(examples):
+        kept = examples[:limit]
+        return kept if isinstance(kept, ExampleSequence) else ExampleList(kept, notes_of(examples))
     return examples

@@ -44,10 +44,18 @@ class Problem:
     prompt_ids: list[int]
 
 
-def encode_problems(examples: Sequence[Example], tokenizer: Tokenizer) -> list[Problem]:
-    """Each example with its prompt tokens and an id (its own, else its index)."""
-    return [Problem(ex.example_id if ex.example_id is not None else i, ex, encode_example(ex, tokenizer))
-            for i, ex in enumerate(examples)]
+def encode_problems(examples: Sequence[Example], tokenizer: Tokenizer,
+                    encode: Callable[[Example, Tokenizer], list[int]] = encode_example, *,
+                    max_prompt_tokens: int = 0) -> list[Problem]:
+    """Each example with its prompt tokens (`encode`: the run's rendering) and an id (its own,
+    else its index); with `max_prompt_tokens` > 0, those whose prompt is longer are left out
+    (the caller counts them: len(examples) - len(result))."""
+    out = []
+    for i, ex in enumerate(examples):
+        ids = encode(ex, tokenizer)
+        if not max_prompt_tokens or len(ids) <= max_prompt_tokens:
+            out.append(Problem(ex.example_id if ex.example_id is not None else i, ex, ids))
+    return out
 
 
 @dataclass(frozen=True)

@@ -47,11 +47,18 @@ def load_json_object(path: str | Path, *, max_bytes: int = 64 << 20) -> dict[str
 
 def numbered_rows(path: str | Path, error: type[Exception] = ValueError) -> Iterator[tuple[int, Any]]:
     """(line number, value) of every non-blank line of a user's JSONL file; a line that is not
-    JSON raises `error` with `path:line`."""
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            yield n, json.loads(line)
-        except ValueError as exc:
-            raise error(f"{path}:{n}: not JSON ({exc})") from None
+    UTF-8 or not JSON raises `error` with `path:line`."""
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise error(f"{path}:{n}: not UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the "
+                            "line)") from None
+            if not line.strip():
+                continue
+            try:
+                yield n, json.loads(line)
+            except ValueError as exc:
+                why = f"{exc.msg} at column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+                raise error(f"{path}:{n}: not JSON ({why})") from None

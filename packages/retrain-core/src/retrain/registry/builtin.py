@@ -52,7 +52,7 @@ ALGORITHM_MODES = (
 )
 REWARDS = ("match", "strict", "partial", "math", "judge", "custom")
 PLANNING_DETECTORS = ("regex", "semantic")
-DATA_SOURCES = ("math", "arithmetic")
+DATA_SOURCES = ("math", "arithmetic", "dataset")
 TRAINERS = ("retrain", "sft", "optimizer_replay", "command", "ttt_discover")
 INFERENCE_ENGINES = ("pytorch", "max", "vllm", "sglang", "trtllm", "mlx", "openai")
 #: where an inference-server engine looks when `[inference] url` is empty (each server's own default port)
@@ -161,6 +161,7 @@ TARGETS: dict[str, dict[str, str]] = {
     "data_source": {
         "arithmetic": "retrain.data.arithmetic:load_arithmetic",
         "math": "retrain.data.math:load_math",
+        "dataset": "retrain.data.table.source:load_dataset_examples",
     },
     "trainer": {  # each a function (config, reporter, *, config_path) -> RunResult (retrain.training.trainers)
         "retrain": "retrain.training.trainers.rl:run_rl",

@@ -107,6 +107,8 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
         lines.append(f"  dynamic sampling: {ds['dropped']} of {ds['groups']} groups dropped ({share:.1%}), "
                      f"{ds['extra_rounds']} extra rounds, {ds['surplus']} surplus groups, "
                      f"{ds['short_steps']} steps short of a full batch")
+    if long := summary.get("dropped_long_prompts"):
+        lines.append(f"  prompts dropped for max_prompt_tokens: {long}")
     first, last = summary.get("eval_first"), summary.get("eval_last")
     if first and last:
         problems = counted(int(last.get("eval/examples", 0)), "problems")

@@ -9,7 +9,7 @@ Validation passes over a fully layered config. Every pass reports all it finds.
 
 `validate(config)` returns the normalised config (canonical uncertainty kind, backend options
 filled with defaults), the errors and the warnings. Passes: built (keys, values and options
-that nothing reads yet are refused), bounds (single fields and cross-field rules), ratio (a
+that nothing reads yet are refused), bounds (single fields and cross-field rules), data (`[data]`'s keys), ratio (a
 truncating sampler with a loss that reads the policy ratio), evaluation (`[eval]`), discover
 (`trainer = "ttt_discover"`), trackers (`[logging] trackers`), modes (algorithm selectors), runtime (model, devices, backend,
 environment, selectors, URLs), plugins (dotted paths import), params (the keys of `[algorithm]`'s
@@ -30,6 +30,7 @@ from retrain.config.errors import ConfigIssue
 from retrain.config.schema import TrainConfig
 from retrain.validation.bounds import check_bounds
 from retrain.validation.built import check_built, drop_superseded
+from retrain.validation.data import check_data
 from retrain.validation.discover import check_discover
 from retrain.validation.evaluation import check_eval
 from retrain.validation.inert import inert_warnings
@@ -50,6 +51,7 @@ def validate(
     errors += check_bounds(config)
     errors += check_ratio(config)
     errors += check_eval(config)
+    errors += check_data(config)
     errors += check_discover(config)
     errors += check_trackers(config)
     config, mode_issues = check_modes(config)

@@ -26,6 +26,7 @@ from retrain.config.schema import POLICY_LOSS_MODES, TrainConfig
 from retrain.evaluation.settings import EvalSchedule
 from retrain.registry import builtin
 from retrain.validation.backend import backend_entry
+from retrain.validation.data import MAPPING_KEYS, TABLE_KEYS
 from retrain.validation.objective import objective_in
 
 
@@ -113,19 +114,35 @@ def _objective_inerts() -> tuple[Inert, ...]:
                   _builtins_with(_dual)))
 
 
+def _reads_a_table(c: TrainConfig) -> bool:
+    """Whether a run reads a table `[data]`'s keys map: the `dataset` source, `[eval] data_path`,
+    or (trainer = sft) `sft_data_path`."""
+    return ((c.data.source == "dataset" and not c.environment.provider)
+            or bool(c.eval.data_path and EvalSchedule.of(c).enabled)
+            or (c.training.trainer == "sft" and bool(c.training.sft_data_path)))
+
+
 _SERVER_ENGINES = '[inference] engine = "vllm", "sglang" or "openai"'
 _EVAL_SWITCH = "[eval] every = N, before_train = true or at_end = true"
 JUDGE_KEYS = ("reward.judge_model", "reward.judge_base_url", "reward.judge_api_key_env", "reward.judge_client",
               "reward.judge_concurrency", "reward.judge_retries")
 
+_TABLE_KEYS = tuple(f"data.{k}" for k in TABLE_KEYS)
+_MAPPING_KEYS = tuple(f"data.{k}" for k in MAPPING_KEYS)
+
 INERT: tuple[Inert, ...] = (
-    Inert(("data.source", "data.path", "data.difficulty"), lambda c: not c.environment.provider,
+    Inert(("data.source", "data.path", "data.difficulty", *_TABLE_KEYS, "data.chat_template_kwargs"),
+          lambda c: not c.environment.provider,
           lambda c: f"[environment] provider = {c.environment.provider!r} supplies the prompts",
           'no [environment] provider'),
     Inert(("data.path",), lambda c: c.data.source != "arithmetic",
-          _said('source = "arithmetic" generates its problems'), '[data] source = "math"'),
-    Inert(("data.difficulty",), lambda c: c.data.source != "math",
+          _said('source = "arithmetic" generates its problems'), '[data] source = "math" or "dataset"'),
+    Inert(("data.difficulty",), lambda c: c.data.source not in ("math", "dataset"),
           _said('difficulty applies to source = "arithmetic"'), '[data] source = "arithmetic"'),
+    Inert(_TABLE_KEYS, lambda c: c.data.source == "dataset",
+          lambda c: f"[data] source = {c.data.source!r} reads no table", '[data] source = "dataset"'),
+    Inert(_MAPPING_KEYS, _reads_a_table, lambda c: f"[data] source = {c.data.source!r} and no [eval] data_path: no "
+          "table is read", '[data] source = "dataset", [eval] data_path, or trainer = "sft" on a table'),
     Inert(("eval.k", "eval.n", "eval.temperature", "eval.top_p", "eval.max_tokens", "eval.max_examples",
            "eval.pass_threshold", "eval.data_path"), lambda c: EvalSchedule.of(c).enabled,
           _said("evaluation during training is off (only `retrain eval` reads [eval])"), _EVAL_SWITCH),

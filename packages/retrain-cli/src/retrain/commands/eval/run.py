@@ -18,9 +18,10 @@ from typing import Any
 from retrain.backends.create import create_backend, require_runnable
 from retrain.backends.protocol import AdapterLoader
 from retrain.commands.eval.policies import Policy, select
+from retrain.data.source import notes_of
 from retrain.errors import UserError
-from retrain.evaluation.evaluate import Evaluation, encode_problems, evaluate
-from retrain.evaluation.problems import load_problems
+from retrain.evaluation.evaluate import Evaluation, evaluate
+from retrain.evaluation.problems import encode_held_out, load_problems
 from retrain.evaluation.settings import EvalPlan
 from retrain.validation.load import load_config
 
@@ -39,6 +40,8 @@ def run(config: str, *, adapter: str | None = None, run_dir: str | None = None, 
         shown = " ".join(f"{flag} {v}" for flag, v in (("--k", k), ("--n", n)) if v) or f"[eval] n = {c.eval.n}"
         raise UserError(f"{shown}: {exc}", hint="--n N with N >= k") from None
     examples = load_problems(c, max_examples=max_examples)
+    for note in notes_of(examples):  # what loading the problems dropped, and why
+        print(f"retrain: {note}", file=sys.stderr)
     require_runnable(c)
     from retrain.rewards.create import build_reward
 
@@ -50,7 +53,8 @@ def run(config: str, *, adapter: str | None = None, run_dir: str | None = None, 
         stack.callback(backend.close)
         if any(p.path for p in policies) and not isinstance(backend, AdapterLoader):
             raise UserError(f"backend {c.backend.backend!r} cannot load saved weights for evaluation")
-        problems = encode_problems(examples, backend.tokenizer)
+        problems = encode_held_out(c, examples, backend.tokenizer,
+                                   lambda note: print(f"retrain: {note}", file=sys.stderr))
         for policy, progress in _progress(policies, len(problems)):
             if policy.path is not None:
                 backend.load_adapter(policy.path)

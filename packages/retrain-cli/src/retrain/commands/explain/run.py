@@ -12,6 +12,7 @@ from retrain.commands.config_args import resolve_config_args
 from retrain.commands.explain.summary import campaign_summary, single_summary, squeeze_summary
 from retrain.config.schema import TrainConfig
 from retrain.errors import UserError
+from retrain.validation.data import check_data_files
 from retrain.validation.load import load_config
 from retrain.validation.trace import PREFLIGHT_TRAINERS, trace
 
@@ -26,6 +27,7 @@ def run(args: list[str], as_json: bool) -> None:
     elif loaded.kind == "squeeze":
         summary = squeeze_summary(loaded)
     else:
+        check_data_files(loaded.config)  # data the run cannot read fails here as it would there
         summary = single_summary(loaded)
         summary["warnings"] += preflight_warnings(loaded.config)
     if as_json:

@@ -37,6 +37,8 @@ def data_description(config: TrainConfig) -> str:
         return f"sft:{config.training.sft_data_path}"
     if config.training.trainer == "optimizer_replay":
         return f"optimizer_batch:{config.optimizer_batch.replay_path}"
+    if config.data.source == "dataset":
+        return f"dataset:{config.data.name or config.data.path}"
     return config.data.source
 
 

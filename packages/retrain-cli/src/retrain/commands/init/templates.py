@@ -35,6 +35,8 @@ TEMPLATES: dict[str, Template] = {
         Template("quickstart", "retrain.toml", "GRPO without transforms, 20 small steps", gpu=True),
         Template("experiment", "retrain.toml", "seeded 500-step MaxRL + SEPA run with checkpoints", gpu=True),
         Template("campaign", "campaign.toml", "two conditions x four seeds", gpu=True),
+        Template("dataset", "retrain.toml", "any table of prompts by config: GSM8K from the local hub cache",
+                 gpu=True),
         Template("verifiers", "retrain.toml", "a verifiers taskset's prompts and rewards, tiny model on the CPU"),
         Template("verifiers-multi-turn", "retrain.toml",
                  "a verifiers taskset's own multi-turn Env, tiny model on the CPU"),

@@ -1,9 +1,12 @@
-"""`retrain trace [CONFIG] [--flag value ...] [--json]`: the flow preflight (no GPU, no torch),
-then the reward called once on a sample completion, and the SFT data's pins and audits
-verified with the provenance a run would record (when the run reads `sft_data_path`).
+"""`retrain trace [CONFIG] [--flag value ...] [--json]`: the data the run reads opened and its
+keys checked against the columns (`retrain.validation.data`, as the run does before it
+starts), the flow preflight (no GPU, no torch), then the reward called once on a sample
+completion, and the SFT data's pins and audits verified with the provenance a run would record
+(when the run reads `sft_data_path`).
 
 Exit status 0 when the trace passes, 1 when it finds an error (the reason is printed),
-2 for a config that does not load or a reward that raises or returns no number.
+2 for a config that does not load, data that cannot be read (the file and line named), or a
+reward that raises or returns no number.
 """
 
 from __future__ import annotations
@@ -18,14 +21,17 @@ from retrain.commands.machine import machine_warnings
 from retrain.commands.warnings import print_warnings
 from retrain.config.schema import TrainConfig
 from retrain.errors import UserError
+from retrain.validation.data import check_data_files
 from retrain.validation.load import load_config
 from retrain.validation.trace import TraceReport, trace
 
 
-def render_text(report: TraceReport, probe: str = "", sft_data: dict[str, Any] | None = None) -> str:
+def render_text(report: TraceReport, probe: str = "", sft_data: dict[str, Any] | None = None,
+                data: tuple[str, ...] = ()) -> str:
     flow = report.flow
     pipeline = flow.pipeline
     lines = [
+        *(f"Data: {line}" for line in data),
         f"Condition: {flow.condition_label}",
         f"Backend: {flow.backend} (source: {flow.backend_source})",
         f"Token advantages: {'per token' if flow.capabilities.preserves_token_advantages else 'one per completion'}",
@@ -109,13 +115,15 @@ def run(args: list[str], as_json: bool) -> None:
     print_warnings(loaded.warnings)  # what the run prints as it starts, before the preflight's own
     for warning in machine_warnings(loaded.config):
         print(f"warning: {warning}", file=sys.stderr)
+    data = check_data_files(loaded.config).lines
     report = trace(loaded.config)
     probe = reward_probe(loaded.config) if report.ok else ""
     sft_data = sft_provenance(loaded.config) if report.ok else None
     if as_json:
-        print(json.dumps({**report.to_dict(), "reward_probe": probe, "sft_data": sft_data}, indent=2))
+        print(json.dumps({**report.to_dict(), "data": list(data), "reward_probe": probe, "sft_data": sft_data},
+                         indent=2))
     else:
-        print(render_text(report, probe, sft_data))
+        print(render_text(report, probe, sft_data, data))
     if not report.ok:
         errors = [i.message for i in report.issues if i.severity == "error"]
         raise CommandFailed(

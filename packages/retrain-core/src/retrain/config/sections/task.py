@@ -14,14 +14,55 @@ class DataConfig(Section):
     source: Annotated[
         str,
         F(
-            "Prompt source: math (MATH, local path or hub), arithmetic (generated, offline), "
-            "an entry point, or a dotted path. Ignored when [environment] provider is set."
+            "Prompt source: dataset (any table: [data] path or name, mapped by the keys below), math (MATH, "
+            "local path or hub), arithmetic (generated, offline), an entry point, or a dotted path. Ignored "
+            "when [environment] provider is set."
         ),
     ] = "math"
     path: Annotated[
-        str, F("Local copy of the data (JSONL with problem/solution or prompt/reference rows); "
-               "for math, used instead of the hub.")
+        str, F("Local data. dataset: a JSONL, JSON, CSV, parquet or Arrow file, a folder or glob of them, or a "
+               "save_to_disk folder. math: a local copy (JSONL with problem/solution or prompt/reference rows), "
+               "used instead of the hub.")
     ] = ""
+    name: Annotated[
+        str, F("dataset: a hub id (e.g. openai/gsm8k) read from this machine's Hugging Face cache, never "
+               "downloaded; instead of path.")
+    ] = ""
+    subset: Annotated[str, F("dataset: the hub id's configuration (e.g. main for openai/gsm8k); empty = its only one.")] = ""
+    split: Annotated[
+        str, F("dataset: the split to train on (a file or glob is one split, train; a folder's file names and a "
+               "saved or cached dataset name theirs).")
+    ] = "train"
+    eval_split: Annotated[
+        str, F("dataset: the split to evaluate on; empty = a held-out twentieth of split, chosen by a hash of each "
+               "prompt (training never sees it).")
+    ] = ""
+    prompt_key: Annotated[str, F("Column of the prompt text (dataset, [eval] data_path, SFT tables).")] = "prompt"
+    answer_key: Annotated[
+        str, F("Column of the reference answer; empty = reference, else answer (messages rows without either: "
+               "the last assistant turn).")
+    ] = ""
+    messages_key: Annotated[
+        str, F("Column of chat rows (a list of {role, content}): the prompt is every turn before the last "
+               "assistant turn, which is the SFT target.")
+    ] = ""
+    prompt_template: Annotated[
+        str, F("The user turn built from a row, with {column} placeholders (e.g. \"{question}\\nAnswer:\"); "
+               "empty = the prompt_key column as it is.")
+    ] = ""
+    system_prompt: Annotated[str, F("A system turn put before each prompt (unless a messages row has one).")] = ""
+    answer_pattern: Annotated[
+        str, F("How the reference is taken from the answer column: a preset (gsm8k: the text after ####; boxed: "
+               "the last \\boxed{}; last_number) or a regular expression (its first group, else its match); "
+               "empty = the column as it is.")
+    ] = ""
+    chat_template_kwargs: Annotated[
+        JsonTable, F("Arguments passed to the tokenizer's chat template, e.g. {enable_thinking = false}.")
+    ] = msgspec.field(default_factory=dict)
+    max_prompt_tokens: Annotated[
+        int, F("Drop prompts longer than this many tokens (as the model sees them), counted and reported; "
+               "0 = keep all.", ge=0)
+    ] = 0
     difficulty: Annotated[
         int, F("arithmetic: digits per operand (1 = single-digit addition, 100 problems).", ge=1, le=6)
     ] = 1
@@ -114,6 +155,6 @@ class EvalConfig(Section):
     pass_threshold: Annotated[float, F("A sample passes when its reward is at least this.")] = 1.0
     data_path: Annotated[
         str,
-        F("JSONL of prompt/reference rows to evaluate on; empty = the held-out split of the "
-          "[data] source (arithmetic and math have one)."),
+        F("Problems to evaluate on: any table [data] path takes (prompt/reference rows, or columns mapped by "
+          "[data]'s keys); empty = the held-out side of the [data] source (arithmetic, math and dataset have one)."),
     ] = ""

@@ -143,7 +143,8 @@ class TrainingConfig(Section):
     tl_grpo_ema_init: Annotated[float, F("TL-GRPO baseline EMA initial value.")] = 0.5
     sft_warmup_steps: Annotated[int, F("Supervised steps inside the RL trainer before RL.", ge=0)] = 0
     sft_data_path: Annotated[
-        str, F("SFT JSONL (messages, prompt/completion, or text rows); required for trainer = sft.")
+        str, F("SFT data, one file: JSONL (messages, prompt/completion, or text rows), or a JSON, CSV, parquet or "
+               "Arrow table of those columns (trainer = sft: mapped by [data]'s keys); required for trainer = sft.")
     ] = ""
     sft_data_sha256: Annotated[str, F("Optional sha256 pin of the SFT data (64 hex).")] = ""
     sft_data_rows: Annotated[int, F("Row-count pin of the SFT data; 0 = unpinned.", ge=0)] = 0

@@ -51,7 +51,7 @@ def schedule_state(config: TrainConfig, state: TrainerState, rows: int) -> SftSc
 class SftBatches:
     def __init__(self, config: TrainConfig, data: SftData, tokenizer: Tokenizer, plan: SftSchedule) -> None:
         t = config.training
-        self.encoded = encode_all(data, tokenizer)
+        self.encoded = encode_all(data, tokenizer, dict(config.data.chat_template_kwargs))
         self.cap = sft_cap(config)
         if data.audits.get("token_audit") is not None:
             data.audits["token_audit"]["checked"] = check_tokens(config, [len(e.tokens) for e in self.encoded])

@@ -7,6 +7,10 @@ A row is one JSON object per line, one of three shapes:
   generation prompt), then the completion and EOS; the loss covers the completion and EOS.
 - `{"text"}`: plain text; the loss covers every token (the first predicts nothing).
 
+A CSV, JSON, parquet or Arrow file holds the same shapes as columns, and with `trainer = "sft"`
+`[data]`'s keys map other columns onto them (`retrain.training.sft.table`); chat templates get
+`[data] chat_template_kwargs`.
+
 The pins `sft_data_sha256` (of the file's bytes) and `sft_data_rows` (non-blank lines) are
 checked before the model loads; a mismatch names the key, the expected and the actual value.
 So are the audits that vouch for the data (retrain.training.sft.contract).
@@ -14,13 +18,14 @@ So are the audits that vouch for the data (retrain.training.sft.contract).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from retrain.backends.protocol import Tokenizer
-from retrain.config.schema import TrainConfig
+from retrain.config.schema import DataConfig, TrainConfig
+from retrain.data.chat import encode_turns
 from retrain.errors import UserError
 from retrain.io.digest import file_sha256
 from retrain.io.json import numbered_rows
@@ -36,11 +41,17 @@ class SftDataError(UserError, ValueError):
 
 @dataclass(frozen=True)
 class SftRow:
+    """`turns`: the prompt as chat turns (a `[data] messages_key` row before its last assistant
+    turn, or a prompt given a system prompt), the completion after them the target."""
+
     line: int
     prompt: str = ""
     completion: str = ""
     text: str = ""
     messages: tuple[Mapping[str, Any], ...] = ()
+    turns: tuple[Mapping[str, Any], ...] = ()
+    #: where the row is, for messages (`file:line`, or a table's row); "" = `{path}:{line}`
+    where: str = ""
 
     @property
     def kind(self) -> str:
@@ -101,11 +112,21 @@ def _row(path: Path, n: int, raw: Any) -> SftRow:
     raise SftDataError(f"{where}: expected 'messages', 'prompt' and 'completion', or 'text'")
 
 
-def read_sft_data(path_text: str) -> SftData:
+def read_sft_data(path_text: str, config: TrainConfig | None = None) -> SftData:
+    """The rows of one file; `config`: whose `[data]` keys map a table's columns (trainer = sft)."""
     path = Path(path_text)
+    if path.is_dir() or any(ch in path_text for ch in "*?["):
+        raise SftDataError(f"sft_data_path {path_text}: a folder or glob as SFT data is not built yet (its pins and "
+                           "audits are of one file)", hint="point [training] sft_data_path at one file")
     if not path.is_file():
-        raise SftDataError(f"sft_data_path {path_text}: no such file", hint="point [training] sft_data_path at a JSONL file")
-    rows = [_row(path, n, raw) for n, raw in numbered_rows(path, SftDataError)]
+        raise SftDataError(f"sft_data_path {path_text}: no such file",
+                           hint="point [training] sft_data_path at one JSONL, JSON, CSV, parquet or Arrow file")
+    if path.suffix.lower() == ".jsonl" and (config is None or not maps_columns(config.data)):
+        rows = [_row(path, n, raw) for n, raw in numbered_rows(path, SftDataError)]
+    else:
+        from retrain.training.sft.table import read_sft_table
+
+        rows = read_sft_table(path, config or TrainConfig())
     if not rows:
         raise SftDataError(f"sft_data_path {path_text}: no rows")
     return SftData(path, rows, file_sha256(path), path.stat().st_size)
@@ -126,7 +147,7 @@ def load_sft_data(config: TrainConfig) -> SftData:
     """The data, its pins checked and its audits verified (before any model loads)."""
     from retrain.training.sft.contract import verify_audits
 
-    data = read_sft_data(config.training.sft_data_path)
+    data = read_sft_data(config.training.sft_data_path, config if config.training.trainer == "sft" else None)
     check_pins(config, data)
     return replace(data, audits=verify_audits(config, data))
 
@@ -140,28 +161,37 @@ def sft_cap(config: TrainConfig) -> int:
     return t.max_tokens if t.trainer == "sft" else t.max_tokens + WARMUP_PROMPT_ROOM
 
 
-MessagesEncoder = Callable[[Sequence[Mapping[str, Any]]], tuple[list[int], list[bool]]]
+MessagesEncoder = Callable[..., tuple[list[int], list[bool]]]
 
 
-def encode_row(row: SftRow, tokenizer: Tokenizer, path: Path) -> Encoded:
+def maps_columns(keys: DataConfig) -> bool:
+    """Whether `[data]`'s keys ask for more than the three row shapes by their own names."""
+    return bool(keys.messages_key or keys.prompt_template or keys.system_prompt or keys.answer_key
+                or keys.prompt_key != "prompt")
+
+
+def encode_row(row: SftRow, tokenizer: Tokenizer, path: Path,
+               template_kwargs: Mapping[str, Any] | None = None) -> Encoded:
     eos = list(tokenizer.eos_token_ids[:1])
+    where = row.where or f"{path}:{row.line}"
     if row.messages:
         encode: MessagesEncoder | None = getattr(tokenizer, "encode_messages", None)
         if encode is None:
-            raise SftDataError(f"{path}:{row.line}: 'messages' rows need a tokenizer with a chat template; "
+            raise SftDataError(f"{where}: 'messages' rows need a tokenizer with a chat template; "
                                "this backend's tokenizer has none", hint="use prompt/completion rows")
         try:
-            ids, mask = encode(row.messages)
+            ids, mask = encode(row.messages, template_kwargs) if template_kwargs else encode(row.messages)
         except ValueError as exc:
-            raise SftDataError(f"{path}:{row.line}: {exc}") from None
+            raise SftDataError(f"{where}: {exc}") from None
         return Encoded(ids, mask)
     if row.text:
         ids = tokenizer.encode(row.text)
         return Encoded(ids, [False] + [True] * (len(ids) - 1))
-    prompt = tokenizer.encode_prompt(row.prompt)
+    turns = row.turns or ([{"role": "user", "content": row.prompt}] if template_kwargs else ())
+    prompt = encode_turns(tokenizer, turns, template_kwargs) if turns else tokenizer.encode_prompt(row.prompt)
     target = tokenizer.encode(row.completion) + eos
     return Encoded(prompt + target, [False] * len(prompt) + [True] * len(target))
 
 
-def encode_all(data: SftData, tokenizer: Tokenizer) -> list[Encoded]:
-    return [encode_row(r, tokenizer, data.path) for r in data.rows]
+def encode_all(data: SftData, tokenizer: Tokenizer, template_kwargs: Mapping[str, Any] | None = None) -> list[Encoded]:
+    return [encode_row(r, tokenizer, data.path, template_kwargs) for r in data.rows]

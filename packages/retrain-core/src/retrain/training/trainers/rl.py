@@ -20,10 +20,11 @@ from retrain.backends.protocol import LeaderSampler, TrainBackend
 from retrain.config.folders import adapter_folder
 from retrain.config.schema import TrainConfig
 from retrain.config.sft_loss import effective_sft_loss
-from retrain.data.source import load_examples
+from retrain.data.chat import PromptEncoder
+from retrain.data.source import load_examples, notes_of
 from retrain.errors import UserError
-from retrain.evaluation.evaluate import encode_problems, evaluate
-from retrain.evaluation.problems import load_problems
+from retrain.evaluation.evaluate import evaluate
+from retrain.evaluation.problems import encode_held_out, load_problems
 from retrain.evaluation.settings import EvalPlan
 from retrain.io.layout import FINAL, checkpoint_name
 from retrain.process.spans import Spans, span
@@ -49,6 +50,7 @@ from retrain.training.sft.data import SftData, load_sft_data, sft_cap
 from retrain.training.step import advantages, train_on
 from retrain.training.telemetry import WarmupRow, backend_counters
 from retrain.training.warmup import WarmupData, warmup_batch_size, warmup_lr
+from retrain.validation.data import check_data_files
 from retrain.validation.runtime import several_processes
 from retrain.validation.trace import trace
 
@@ -71,6 +73,7 @@ class Trainer:
         # before anything is built or written: a bad pin or audit fails the run at once, and
         # run_meta.json records the data's provenance from its first write
         sft_data = load_sft_data(c) if c.training.sft_warmup_steps and c.training.sft_data_path else None
+        check_data_files(c)  # a table that cannot be read, or a key naming no column, fails here
         flow = self._flow()
         with contextlib.ExitStack() as cleanup:
             cleanup.callback(flow.close)
@@ -118,6 +121,8 @@ class Trainer:
         examples = list(env.examples()) if env is not None else load_examples(c)
         plan = EvalPlan.of(c)
         held_out_examples = load_problems(c) if plan.schedule.enabled else None  # fails before the model loads
+        for note in (*notes_of(examples), *(notes_of(held_out_examples) if held_out_examples is not None else ())):
+            self.reporter.message(note)
         backend: TrainBackend = create_backend(c)
         cleanup.callback(backend.close)
         if start.checkpoint:
@@ -134,7 +139,8 @@ class Trainer:
                              "steps": c.training.max_steps, "warmup": c.training.sft_warmup_steps,
                              "log_dir": c.logging.log_dir})
         cursor = PromptCursor(examples, backend.tokenizer, start=state.example_idx,
-                              encode=env.encode if env is not None else None)
+                              encode=env.encode if env is not None else PromptEncoder.of(c),
+                              max_prompt_tokens=c.data.max_prompt_tokens, note=self.reporter.message)
         sizes = (state.current_batch_size or c.training.batch_size, state.current_group_size or c.training.group_size)
         t = c.training
         producer = RolloutProducer(backend, flow, cursor, level=t.max_async_level, max_steps=t.max_steps,
@@ -143,7 +149,7 @@ class Trainer:
         cleanup.callback(producer.close)
         held_out = None
         if held_out_examples is not None:
-            held_out = HeldOut(plan, encode_problems(held_out_examples, backend.tokenizer))
+            held_out = HeldOut(plan, encode_held_out(c, held_out_examples, backend.tokenizer, self.reporter.message))
         r = c.reward
         faults = RewardFaults(c.logging.log_dir if self.world.leader else None, r.max_error_share, r.max_error_steps,
                               self.reporter.message)
@@ -171,6 +177,8 @@ class Trainer:
         if c.training.dynamic_sampling:
             summary["dynamic_sampling"] = state.dynamic_sampling.summary()
         summary["updates"] = state.idle.trained
+        if run.cursor.dropped_long:
+            summary["dropped_long_prompts"] = len(run.cursor.dropped_long)
         if verdict := state.idle.verdict():
             summary.update({"untrained": verdict, "untrained_remedy": state.idle.remedy()})
         status.succeeded(final, last_row=run.log.last_row)
