@@ -177,6 +177,10 @@ class BackendDefinition:
     #: `module:attr` of a torch-free `(folder) -> RecordCheck` that `retrain resume-check`
     #: calls on a folder holding `checkpoint_record`
     check_record: str = ""
+    #: `module:attr` of `(retrain.backends.export.ExportRequest) -> ExportResult` for
+    #: `retrain export`: the run's trained weights as a transformers folder, an adapter or a
+    #: GGUF; "" when the backend's weights cannot leave it that way
+    export: str = ""
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ BACKEND = BackendDefinition(
     not_built_options=NOT_BUILT,
     dependency="torch",
     hint="pip install retrain-backends-local",
-    contract=(2, 0),  # the backend contract this distribution was built against
+    contract=(2, 2),  # the backend contract this distribution was built against
     serving="retrain.inference_engine.pytorch.serving:create",
+    export="retrain.backends.local.export.run:export",
 )
