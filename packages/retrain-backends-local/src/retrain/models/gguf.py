@@ -224,8 +224,9 @@ def read_tokenizer(fields: Any, file: Path) -> Any:
         pieces = [bytes(field.parts[i]).decode("utf-8") for i in field.data]
         control = [p for p, k in zip(pieces, kinds, strict=False) if k == CONTROL and p in vocab and p not in special]
         if control:
-            tokenizer.add_special_tokens({"additional_special_tokens": control},
-                                         replace_additional_special_tokens=False)
+            from tokenizers import AddedToken
+
+            tokenizer.add_tokens([AddedToken(p, special=True, normalized=False) for p in control], special_tokens=True)
     return tokenizer
 
 

@@ -507,7 +507,8 @@ class LocalBackend:
         return TrainOutput(loss=loss_sum, tokens=total, metrics=metrics)
 
     def save_checkpoint(self, path: str) -> str:
-        meta = {"seed": self.seed, "model": str(getattr(self.model, "name_or_path", "")),
+        # `model` as the config names it ("tiny", a hub id, a folder, a GGUF): what retrain export loads
+        meta = {"seed": self.seed, "model": self.model_name,
                 "trainable_parameters": self.trainable_parameters}
         return state.save_checkpoint(path, model=self.model, optimizer=self.optimizer, lora=self.lora,
                                      world=self.world, rng=self._rng_state(), meta=meta,

@@ -42,9 +42,13 @@ class Reference:
 
     @classmethod
     def of(cls, trained: Trained) -> Reference:
-        ids = probe_ids(trained.tokenizer)
-        logits, greedy = run(trained.model, ids)
-        return cls(ids, logits, greedy, {t: encode(trained.tokenizer, t) for t in TEXTS})
+        return cls.of_model(trained.model, trained.tokenizer)
+
+    @classmethod
+    def of_model(cls, model: torch.nn.Module, tokenizer: Any) -> Reference:
+        ids = probe_ids(tokenizer)
+        logits, greedy = run(model, ids)
+        return cls(ids, logits, greedy, {t: encode(tokenizer, t) for t in TEXTS})
 
 
 @dataclass(frozen=True)

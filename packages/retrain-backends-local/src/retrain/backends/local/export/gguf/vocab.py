@@ -111,6 +111,9 @@ def _byte_level(spec: dict[str, Any]) -> bool:
 
 def _bpe(spec: dict[str, Any], pieces: list[str | None], added: dict[int, bool]) -> Vocab:
     merges = [m if isinstance(m, str) else " ".join(m) for m in spec["model"].get("merges", [])]
+    if not merges:
+        raise UserError("--format gguf: the tokenizer is a byte-level BPE without merges, which llama.cpp "
+                        "refuses to load")
     regex = _split_regex(spec.get("pre_tokenizer"))
     pre = PRE_TOKENIZERS.get(regex or "", "default" if regex is None else "")
     notes = []
