@@ -130,3 +130,18 @@ def test_bad_input_is_one_line_and_writes_nothing(run_root: Path, tmp_path: Path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
     assert [p.name for p in (tmp_path / "taken").iterdir()] == ["keep.txt"]
     assert not (final / "inside").exists()
+
+
+def test_the_summary_offers_export_only_where_the_backend_writes_one() -> None:
+    from retrain.training.console import summary_lines
+    from retrain.training.export_command import export_command
+    from retrain.validation.load import load_config
+
+    def config(backend: str):  # type: ignore[no-untyped-def]
+        return load_config(None, ["--backend", backend, "--log-dir", "logs/my run"], import_plugins=False).config
+
+    assert export_command(config("local")) == "retrain export 'logs/my run' --out 'exports/my run'"
+    assert export_command(config("tinker")) is None  # its checkpoints are records of weights on the service
+    lines = summary_lines({"steps": 1, "final_adapter": "a/final", "log_dir": "logs/x", "export_command": "retrain x"})
+    assert lines[-1] == "  export it: retrain x  (docs/export.md: --format gguf, adapter)"
+    assert not any("export" in line for line in summary_lines({"steps": 1, "log_dir": "logs/x"}))
