@@ -123,7 +123,8 @@ def _run(log_dir: Path, checkpoint: str | None) -> Source:
     config = meta.get("config")
     if not isinstance(config, dict) or not config.get("model"):
         raise UserError(f"{log_dir / RUN_META} records no config with a model")
-    options = config.get("backend_options") if isinstance(config.get("backend_options"), dict) else {}
+    raw_options = config.get("backend_options")
+    options: dict[str, Any] = raw_options if isinstance(raw_options, dict) else {}
     seed = meta.get("seed", config.get("seed"))
     base = BaseModel(str(config["model"]), str(config.get("model_revision") or ""),
                      bool(config.get("model_local_files_only")), bool(options.get("trust_remote_code")),

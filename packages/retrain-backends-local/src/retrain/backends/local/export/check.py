@@ -76,9 +76,12 @@ def encode(tokenizer: Any, text: str) -> list[int]:
 def probe_ids(tokenizer: Any) -> list[int]:
     """The probe as a user turn through the chat template where there is one."""
     if getattr(tokenizer, "chat_template", None):
-        ids = tokenizer.apply_chat_template([{"role": "user", "content": PROBE}], add_generation_prompt=True,
-                                            tokenize=True, return_dict=False)
-        return [int(i) for i in ids]
+        try:
+            ids = tokenizer.apply_chat_template([{"role": "user", "content": PROBE}], add_generation_prompt=True,
+                                                tokenize=True, return_dict=False)
+            return [int(i) for i in ids]
+        except Exception:  # a template that refuses a lone user turn (jinja's own exceptions): plain text
+            pass
     return encode(tokenizer, PROBE)
 
 
