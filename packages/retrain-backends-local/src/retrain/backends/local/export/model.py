@@ -9,7 +9,6 @@ towers: the hub's class is loaded whole and its text weights replaced by the tra
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -149,11 +148,6 @@ def checkpoint_dtype(spec: ModelSpec) -> torch.dtype:
         if isinstance(value, torch.dtype) and value.is_floating_point:
             return value
     return torch.float32
-
-
-def read_json(path: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(path.read_text())
-    return data
 
 
 def _first_line(exc: BaseException) -> str:
