@@ -34,3 +34,24 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-un
         yield served
     finally:
         served.stop()
+
+
+@pytest.fixture(scope="session")
+def demo_run(build_once) -> Path:  # type: ignore[no-untyped-def]
+    """The README's demo (the bundled retrain.toml: tiny, 400 RL steps) run once per session by
+    the real command in a process of its own, from a folder holding a copy of the config; its
+    output kept beside it (stdout.log, stderr.log). Slow tier only."""
+    import os
+    import shutil
+    import subprocess
+
+    def run(root: Path) -> None:
+        shutil.copy(Path(__file__).resolve().parents[1] / "retrain.toml", root / "retrain.toml")
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        proc = subprocess.run([sys.executable, "-m", "retrain.cli"], cwd=root, env=env, capture_output=True,
+                              text=True, timeout=1800, check=False)
+        (root / "stdout.log").write_text(proc.stdout)
+        (root / "stderr.log").write_text(proc.stderr)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+    return Path(build_once("demo", run))

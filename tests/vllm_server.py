@@ -57,5 +57,6 @@ def smollm2_folder() -> Path:
     return converted(source)
 
 
-def start_vllm(root: Path, model: Path) -> VllmServer:
-    return serve.start(vllm_python(), root, model, api_key=API_KEY)
+def start_vllm(root: Path, model: Path, extra: tuple[str, ...] = ()) -> VllmServer:
+    """`extra`: more arguments of `vllm serve` (`--lora-modules NAME=FOLDER`)."""
+    return serve.start(vllm_python(), root, model, api_key=API_KEY, extra=extra)

@@ -32,6 +32,7 @@ print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {{h.split('
     ["init", "--list"], ["migrate-config", "retrain.toml", "--check"], ["--version"], ["status", "--json"],
     ["serve", "--help"],
     ["eval", "--help"], ["eval", "retrain.toml", "--adapter", "a", "--run", "b"], ["data", "--help"],
+    ["export", "--help"], ["export", "nowhere", "--out", "x"], ["export", "retrain.toml", "--out", "x", "--format", "onnx"],
     ["man", "squeeze"], ["benchmark"], ["tree", "--json"],
 ])
 def test_no_heavy_imports(args: list[str]) -> None:

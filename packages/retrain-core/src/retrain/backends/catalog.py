@@ -181,6 +181,10 @@ class BackendDefinition:
     #: with, loaded without the model (`retrain data` shows prompts through it); "" when the
     #: backend offers none
     tokenizer: str = ""
+    #: `module:attr` of `(retrain.backends.export.ExportRequest) -> ExportResult` for
+    #: `retrain export`: the run's trained weights as a transformers folder, an adapter or a
+    #: GGUF; "" when the backend's weights cannot leave it that way
+    export: str = ""
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ from retrain.types import Completion, Datum, SamplingParams, TrainOutput
 #: takes keywords only, and its `remote_service` became the behaviours `service_settings`,
 #: `samples_apart_from_training` and `refused_settings`; `not_built_options` was added. 2.1 added
 #: `checkpoint_record` and `check_record` (a checkpoint that is a record of remote state). 2.2 added
-#: `tokenizer` (the prompts' tokenizer without the model, for `retrain data`).
+#: `tokenizer` (the prompts' tokenizer without the model, for `retrain data`) and `export`
+#: (`retrain export`'s writer of the trained weights, retrain.backends.export).
 BACKEND_CONTRACT: Contract = (2, 2)
 
 

@@ -121,6 +121,8 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
     for key in ("final_adapter", "log_dir"):
         if summary.get(key):
             lines.append(f"  {key.replace('_', ' ')}: {summary[key]}")
+    if summary.get("export_command"):
+        lines.append(f"  export it: {summary['export_command']}  (docs/export.md: --format gguf, adapter)")
     return lines
 
 

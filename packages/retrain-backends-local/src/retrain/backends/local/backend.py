@@ -50,7 +50,7 @@ from retrain.models.dropout import disable_dropout, dropout_note
 from retrain.models.family import family_of, prepare_family
 from retrain.models.load import ModelSpec, load_model, load_tokenizer
 from retrain.models.quiet import kernel_fallbacks
-from retrain.models.tiny import is_tiny
+from retrain.models.tiny import from_tiny, is_tiny
 from retrain.models.untrained import warn_if_untrained
 from retrain.process.spans import span
 from retrain.types import Completion, Datum, SamplingParams, TrainOutput
@@ -106,7 +106,7 @@ class LocalBackend:
             if note and self.world.leader:
                 print(note, file=sys.stderr)
         self.family = family_of(model.config)
-        self.tokenizer = HFTokenizer(tokenizer, reads_instructions=not is_tiny(config.model.model))
+        self.tokenizer = HFTokenizer(tokenizer, reads_instructions=not from_tiny(config.model.model))
         self.tokenizer.eos_token_ids = self.family.eos_token_ids(tokenizer, model, self.tokenizer.eos_token_ids)
         self.model_name = config.model.model
         self.max_context = int(getattr(model.config, "max_position_embeddings", 0) or 0)  # 0: not stated
@@ -201,9 +201,9 @@ class LocalBackend:
     # model construction (hooks of variants) ---------------------------------------------
     def _load_base(self, config: TrainConfig, spec: ModelSpec) -> tuple[torch.nn.Module, Any]:
         """(the base model on the CPU, its tokenizer); a checkpoint that looks untrained is
-        named on stderr (retrain.models.untrained), the built-in `tiny` never."""
+        named on stderr (retrain.models.untrained), the built-in `tiny` (and its exports) never."""
         model, tokenizer = load_model(spec, seed=self.seed), load_tokenizer(spec)
-        if not is_tiny(spec.name):
+        if not from_tiny(spec.name):
             warn_if_untrained(model, tokenizer, spec.name)
         return model, tokenizer
 
@@ -513,7 +513,8 @@ class LocalBackend:
         return TrainOutput(loss=loss_sum, tokens=total, metrics=metrics)
 
     def save_checkpoint(self, path: str) -> str:
-        meta = {"seed": self.seed, "model": str(getattr(self.model, "name_or_path", "")),
+        # `model` as the config names it ("tiny", a hub id, a folder, a GGUF): what retrain export loads
+        meta = {"seed": self.seed, "model": self.model_name,
                 "trainable_parameters": self.trainable_parameters}
         return state.save_checkpoint(path, model=self.model, optimizer=self.optimizer, lora=self.lora,
                                      world=self.world, rng=self._rng_state(), meta=meta,

@@ -47,4 +47,5 @@ BACKEND = BackendDefinition(
     contract=(2, 2),  # the backend contract this distribution was built against
     serving="retrain.inference_engine.pytorch.serving:create",
     tokenizer="retrain.backends.local.prompt_tokenizer:load",
+    export="retrain.backends.local.export.run:export",
 )

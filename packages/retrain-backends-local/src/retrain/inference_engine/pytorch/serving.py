@@ -320,14 +320,14 @@ def create(config: Any) -> ServingEngine:
     from retrain.inference_engine.pytorch.device import autocast_dtype, plan_device
     from retrain.models.family import family_of, prepare_family
     from retrain.models.load import ModelSpec, load_model, load_tokenizer
-    from retrain.models.tiny import is_tiny
+    from retrain.models.tiny import from_tiny
 
     t = config.training
     seed = t.seed if t.seed >= 0 else int.from_bytes(os.urandom(4), "little")
     device = plan_device(config.backend.devices)
     spec = ModelSpec(config.model.model, config.model.revision, config.model.local_files_only,
                      bool(config.backend.options.get("trust_remote_code", False)))
-    tokenizer = HFTokenizer(load_tokenizer(spec), reads_instructions=not is_tiny(spec.name))
+    tokenizer = HFTokenizer(load_tokenizer(spec), reads_instructions=not from_tiny(spec.name))
     model = load_model(spec, seed=seed).to(device)
     model.eval()
     family = family_of(model.config)

@@ -72,5 +72,7 @@ BACKEND = BackendDefinition(
     not_built_options=NOT_BUILT,
     dependency="unsloth",
     hint="pip install retrain-backends-unsloth (CUDA GPU required at run time)",
-    contract=(2, 0),  # the backend contract this distribution was built against
+    contract=(2, 2),  # the backend contract this distribution was built against
+    # its checkpoints are the local backend's (a LoRA adapter on the full-precision base)
+    export="retrain.backends.local.export.run:export",
 )

@@ -43,6 +43,8 @@ ALIASES = {
     "qwen": "models",
     "gemma": "models",
     "multimodal": "models",
+    "gguf": "export",
+    "merge": "export",
 }
 
 
@@ -58,6 +60,7 @@ SUMMARIES = {
     "environment": "prompts and rewards from verifiers or OpenEnv environments",
     "eval": "held-out pass@k during training ([eval]) and after it (retrain eval)",
     "exit-status": "what each exit status means",
+    "export": "a run's model as a transformers folder, a PEFT adapter or a GGUF (retrain export)",
     "files": "the files retrain reads and writes",
     "inference": "sampling in-process or on a vLLM / SGLang / OpenAI-compatible server",
     "logging": "what a run writes: metrics.jsonl, state, run_meta.json, adapters, W&B",

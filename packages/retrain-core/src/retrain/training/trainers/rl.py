@@ -32,6 +32,7 @@ from retrain.process.world import World, current_world
 from retrain.training import faults
 from retrain.training.console import PlainReporter, Reporter, SilentReporter, eval_line
 from retrain.training.dapo.dynamic import DynamicSampling
+from retrain.training.export_command import export_command
 from retrain.training.flow import Flow, build_flow
 from retrain.training.follower import FollowerLog
 from retrain.training.interrupt import StopRequest, resume_command
@@ -163,7 +164,7 @@ class Trainer:
         window = state.rewards
         summary: dict[str, Any] = {"condition": run.flow.condition, "steps": window.steps,
                                    "elapsed_s": time.perf_counter() - started, "final_adapter": final,
-                                   "log_dir": c.logging.log_dir}
+                                   "log_dir": c.logging.log_dir, "export_command": export_command(c)}
         evals = run.log.eval_rows()
         if evals:
             summary.update({"eval_first": evals[0], "eval_last": evals[-1],

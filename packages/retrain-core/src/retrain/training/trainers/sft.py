@@ -29,6 +29,7 @@ from retrain.io.layout import FINAL, checkpoint_name
 from retrain.process.spans import Spans, span
 from retrain.training import faults
 from retrain.training.console import PlainReporter, Reporter
+from retrain.training.export_command import export_command
 from retrain.training.interrupt import StopRequest, resume_command
 from retrain.training.log import RunLog
 from retrain.training.meta import RunStatus
@@ -73,7 +74,7 @@ class SftTrainer:
             start.state.checkpoint_name, start.state.checkpoint_path = FINAL, final
             log.finish_state(start.state)
             summary.update({"elapsed_s": time.perf_counter() - started, "final_adapter": final,
-                            "log_dir": c.logging.log_dir})
+                            "log_dir": c.logging.log_dir, "export_command": export_command(c)})
             status.succeeded(final, last_row=log.last_row)
             self.reporter.finish(summary)
             return RunResult(c.logging.log_dir, final, c.training.max_steps, summary)
