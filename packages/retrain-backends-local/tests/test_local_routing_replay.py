@@ -74,6 +74,17 @@ def experts_ids(model: torch.nn.Module) -> Iterator[dict[int, list[torch.Tensor]
             del module.forward
 
 
+def keeping(chosen: dict[int, torch.Tensor]) -> Any:
+    """A router wrapper that keeps each layer's choice in `chosen`."""
+    def wrap(layer: int, router: Any, own: Any) -> Any:
+        def forward(hidden: torch.Tensor) -> Any:
+            out = own(hidden)
+            chosen[layer] = out[2]
+            return out
+        return forward
+    return wrap
+
+
 def datums_of(prompts: list[list[int]], groups: list[list[Any]]) -> list[Datum]:
     return [Datum(tokens=p + c.token_ids, logprobs=[0.0] * len(p) + c.logprobs,
                   advantages=[0.0] * len(p) + [0.5] * len(c.token_ids), mask=[0] * len(p) + [1] * len(c.token_ids),
@@ -114,15 +125,7 @@ def test_the_sampler_records_what_its_routers_chose_at_every_position(name: str,
             assert c.routes is not None and c.routes.dtype == "uint8"
             assert c.routes.shape == (len(prompt) + len(c.token_ids) - 1, 2, 2)  # vLLM's (tokens - 1, layers, k)
             chosen: dict[int, torch.Tensor] = {}
-
-            def keep(layer: int, router: Any, own: Any) -> Any:
-                def forward(hidden: torch.Tensor) -> Any:
-                    out = own(hidden)
-                    chosen[layer] = out[2]
-                    return out
-                return forward
-
-            with routing.wrapped(model, keep), torch.no_grad():
+            with routing.wrapped(model, keeping(chosen)), torch.no_grad():
                 model(input_ids=torch.tensor([prompt + c.token_ids]))
             recorded = torch.from_numpy(c.routes.array().astype("int64"))
             for layer, ids in chosen.items():

@@ -210,7 +210,8 @@ def _inference(c: TrainConfig) -> list[ConfigIssue]:
 
 #: why an [inference] engine cannot hand the trainer the experts it routed each token to
 ROUTELESS_ENGINES = {
-    "vllm": "retrain does not read vLLM's routed_experts output yet",
+    "vllm": "retrain does not read vLLM's routed_experts output yet (--enable-return-routed-experts needs vLLM's "
+            "V2 model runner, which its CPU build cannot run, so no test here could check it)",
     "sglang": "SGLang's OpenAI-compatible server does not return the experts it routed to",
     "openai": "an OpenAI-compatible server does not return the experts it routed to",
 }

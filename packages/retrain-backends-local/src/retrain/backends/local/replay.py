@@ -47,7 +47,7 @@ from retrain.types import Datum
 
 def refusal(family: Family, model: Any, name: str) -> None:
     """UserError unless `model` has routed layers whose weights its family states."""
-    _, experts, k = routing.moe_shape(model.config)
+    k = routing.moe_shape(model.config)[2]
     kind = getattr(model.config, "model_type", "?")
     if not k:
         raise UserError(f"[inference] routing_replay = true, but {name} ({kind}) has no mixture-of-experts layer: "
