@@ -74,7 +74,7 @@ class RoutingReplay:
         """`models`: the modules whose routers replay (the policy, a frozen reference copy)."""
         self.family, self.models, self.device = family, models, device
         self.current: torch.Tensor | None = None
-        # layer -> (differing, replayed) of the current pass, tensors (counted without a sync)
+        # layer -> (differing, replayed) of the micro-batch's first forward, tensors (counted without a sync)
         self.pending: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self.totals: list[torch.Tensor] = []
 
@@ -133,8 +133,10 @@ class RoutingReplay:
         return forward
 
     def _count(self, layer: int, chosen: torch.Tensor, ids: torch.Tensor, recorded: torch.Tensor) -> None:
-        """This pass's differing choices of `layer` (a checkpointed layer's second forward
-        counts once: it overwrites the first's)."""
+        """The differing choices of `layer` in the micro-batch's first forward, the policy's
+        (a checkpointed layer's second forward, or the KL reference's, is not counted again)."""
+        if layer in self.pending:
+            return
         with torch.no_grad():
             differ = (chosen.sort(dim=-1).values != ids.sort(dim=-1).values).any(dim=-1) & recorded
             self.pending[layer] = (differ.sum(), recorded.sum())
