@@ -12,6 +12,11 @@ CPU shapes (random weights, fp32, the machine's usable CPUs as threads):
               shorter than the sequence), hidden 256, vocab 8,192, 2 x 8 x 64 tokens
   gemma4      Gemma 4's text model, small: as gemma3 plus per-layer input embeddings,
               soft-capped logits and shared-KV layers, 2 x 8 x 64 tokens
+  gpt_oss     gpt-oss's MoE, small: 8 layers (sliding, a 16-token window, and full in turn, with
+              attention sinks), 16 experts, 4 per token, hidden 256, vocab 8,192, 2 x 8 x 64 tokens
+  deepseek_v3 DeepSeek-V3's MoE, small: 8 layers (the first dense), multi-head latent attention,
+              16 routed experts in 4 groups (4 per token from 2 groups) and a shared one,
+              hidden 256, vocab 8,192, 2 x 8 x 64 tokens
 GPU shapes (`--gpu`; fp32 weights under bf16 autocast, as the local backend trains):
   first-light  the GPU kit's RL policy (Qwen3, 28 layers, hidden 1024, the tiny tokenizer's
                103-token vocabulary), 8 prompts x 16 samples x 256 tokens
@@ -20,6 +25,11 @@ GPU shapes (`--gpu`; fp32 weights under bf16 autocast, as the local backend trai
                hidden 1024, vocab 248,320), 8 prompts x 16 samples x 128 tokens
   gemma4-e2b   Gemma 4 E2B's text body (35 layers, 4 sliding (window 512) to 1 full, 20
                shared-KV layers, per-layer inputs, vocab 262,144), 8 x 16 x 128 tokens
+  gpt-oss-20b  gpt-oss-20b's layers (hidden 2880, 64 heads of 64, 32 experts, 4 per token,
+               window 128, vocab 201,088) at 4 of its 24 layers, 8 x 16 x 128 tokens
+  deepseek-16b a 16B DeepSeek-V3-architecture body's layers (Moonlight-16B-A3B's: hidden 2048,
+               latent attention with a 512 KV rank, 64 experts, 6 per token, 2 shared, vocab
+               163,840) at 4 of its 27 layers (the first dense), 8 x 16 x 128 tokens
 On the GPU also `retrain_no_graphs_tokens_per_s` (sample_cuda_graphs = false) and the share
 of the memory-bandwidth bound reached: bytes a decoding step must read (bf16 weights that are
 multiplied, not looked up; each attention layer's KV cache written so far, within its window;
@@ -73,6 +83,7 @@ SHAPES["gemma4"] = {"model": dict(SMALL, model_type="gemma4_text", sliding_windo
                                   hidden_size_per_layer_input=64, num_kv_shared_layers=2),
                     "prompts": 2, "samples": 8, "tokens": 64}
 QWEN35_LAYERS = (["linear_attention"] * 3 + ["full_attention"]) * 6
+GPT_OSS_LAYERS = ["sliding_attention", "full_attention"] * 12
 SHAPES["qwen3_5-0.8b"] = {"model": dict(model_type="qwen3_5_text", vocab_size=248320, hidden_size=1024,
                                         intermediate_size=3584, num_hidden_layers=24, num_attention_heads=8,
                                         num_key_value_heads=2, head_dim=256, linear_num_key_heads=16,
@@ -90,8 +101,31 @@ SHAPES["gemma4-e2b"] = {"model": dict(model_type="gemma4_text", vocab_size=26214
                                       final_logit_softcapping=30.0, max_position_embeddings=4096,
                                       tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, pad_token_id=0),
                         "prompts": 8, "samples": 16, "tokens": 128}
-CPU_SHAPES = ("tiny", "demo-step", "llama-135m", "qwen3_5", "gemma3", "gemma4")
-GPU_SHAPES = ("first-light", "qwen3-0.6b", "qwen3_5-0.8b", "gemma4-e2b")
+SHAPES["gpt_oss"] = {"model": dict(SMALL, model_type="gpt_oss", sliding_window=16, layer_types=GPT_OSS_LAYERS[:8],
+                                   num_local_experts=16, num_experts_per_tok=4, intermediate_size=256),
+                     "prompts": 2, "samples": 8, "tokens": 64}
+SHAPES["deepseek_v3"] = {"model": dict(SMALL, model_type="deepseek_v3", num_key_value_heads=4, head_dim=16, q_lora_rank=128,
+                                       kv_lora_rank=64, qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32,
+                                       n_routed_experts=16, num_experts_per_tok=4, n_group=4, topk_group=2,
+                                       n_shared_experts=1, first_k_dense_replace=1, moe_intermediate_size=128),
+                         "prompts": 2, "samples": 8, "tokens": 64}
+SHAPES["gpt-oss-20b"] = {"model": dict(model_type="gpt_oss", vocab_size=201088, hidden_size=2880, intermediate_size=2880,
+                                       num_hidden_layers=4, num_attention_heads=64, num_key_value_heads=8, head_dim=64,
+                                       num_local_experts=32, num_experts_per_tok=4, sliding_window=128,
+                                       layer_types=GPT_OSS_LAYERS[:4], max_position_embeddings=131072,
+                                       tie_word_embeddings=False, bos_token_id=1, eos_token_id=2, pad_token_id=0),
+                         "prompts": 8, "samples": 16, "tokens": 128}
+SHAPES["deepseek-16b"] = {"model": dict(model_type="deepseek_v3", vocab_size=163840, hidden_size=2048,
+                                        intermediate_size=11264, moe_intermediate_size=1408, num_hidden_layers=4,
+                                        num_attention_heads=16, num_key_value_heads=16, q_lora_rank=None,
+                                        kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
+                                        n_routed_experts=64, num_experts_per_tok=6, n_group=1, topk_group=1,
+                                        n_shared_experts=2, first_k_dense_replace=1, routed_scaling_factor=2.446,
+                                        max_position_embeddings=8192, tie_word_embeddings=False, bos_token_id=1,
+                                        eos_token_id=2, pad_token_id=0),
+                          "prompts": 8, "samples": 16, "tokens": 128}
+CPU_SHAPES = ("tiny", "demo-step", "llama-135m", "qwen3_5", "gemma3", "gemma4", "gpt_oss", "deepseek_v3")
+GPU_SHAPES = ("first-light", "qwen3-0.6b", "qwen3_5-0.8b", "gemma4-e2b", "gpt-oss-20b", "deepseek-16b")
 #: peak memory bandwidth, bytes/s, by a substring of the device name
 BANDWIDTH = {"H200": 4.8e12, "H100 SXM": 3.35e12, "H100": 3.35e12, "A100-SXM4-80GB": 2.04e12, "A100": 1.56e12,
              "L40S": 0.864e12, "RTX 4090": 1.008e12}

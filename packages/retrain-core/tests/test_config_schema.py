@@ -42,7 +42,7 @@ ADDED_FIELDS = {"data_path", "data_difficulty", "data_name", "data_subset", "dat
                 "data_prompt_key", "data_answer_key", "data_messages_key", "data_prompt_template",
                 "data_system_prompt", "data_answer_pattern", "data_chat_template_kwargs", "data_max_prompt_tokens",
                 "reward_timeout_s", "reward_max_error_share", "reward_max_error_steps", "top_k", "min_p", "max_async_level",
-                "async_versions", "max_off_policy_steps", "recompute_stale_logprobs", "partial_rollout_tokens",
+                "async_versions", "max_off_policy_steps", "recompute_stale_logprobs", "partial_rollout_tokens", "routing_replay",
                 "inference_concurrency", "inference_timeout_s", "inference_retries",
                 "importance_sampling_correction", "importance_sampling_cap", "eval_every", "eval_before_train",
                 "eval_at_end", "eval_k", "eval_n", "eval_temperature", "eval_top_p", "eval_max_tokens", "eval_max_examples",

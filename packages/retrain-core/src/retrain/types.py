@@ -17,6 +17,47 @@ from typing import Any, Literal
 import msgspec
 
 FinishReason = Literal["stop", "length"]
+RouteDtype = Literal["uint8", "int16"]
+
+
+class Routes(msgspec.Struct, frozen=True, kw_only=True):
+    """The experts a mixture-of-experts model routed tokens to while sampling (rollout routing
+    replay, `[inference] routing_replay`): the expert ids of shape `shape` = (positions,
+    layers, k), C order, as bytes of `dtype` (uint8 up to 256 experts, int16 above), the form
+    vLLM's `routed_experts` output takes. Position p is token p of the sequence the record
+    belongs to; layer l is decoder layer l (a dense layer's entries are 0 and never read); a
+    row lists its k experts in the order the router ranked them. Bytes keep the record
+    compact and let it cross threads, processes and msgspec files as it is."""
+
+    ids: bytes
+    shape: tuple[int, int, int]
+    dtype: RouteDtype = "uint8"
+
+    @classmethod
+    def of(cls, array: Any) -> Routes:
+        """A record of `array` [positions, layers, k] (any integer dtype, ids >= 0)."""
+        import numpy as np
+
+        a = np.asarray(array)
+        if a.ndim != 3:
+            raise ValueError(f"routes are (positions, layers, k), not of shape {a.shape}")
+        dtype: RouteDtype = "uint8" if a.size == 0 or int(a.max()) < 256 else "int16"
+        return cls(ids=np.ascontiguousarray(a, dtype=dtype).tobytes(),
+                   shape=(int(a.shape[0]), int(a.shape[1]), int(a.shape[2])), dtype=dtype)
+
+    @property
+    def positions(self) -> int:
+        return self.shape[0]
+
+    def array(self) -> Any:
+        """The ids as a read-only numpy array of `shape`."""
+        import numpy as np
+
+        return np.frombuffer(self.ids, dtype=self.dtype).reshape(self.shape)
+
+    def cut(self, start: int = 0, stop: int | None = None) -> Routes:
+        """Positions `start` to `stop` (a slice's rules)."""
+        return Routes.of(self.array()[start:stop])
 
 
 class Completion(msgspec.Struct, kw_only=True):
@@ -29,6 +70,9 @@ class Completion(msgspec.Struct, kw_only=True):
     #: per token, the policy version that drew it, where a rollout moved to newer weights
     #: mid-way; None: every token from the batch's version (StepRollouts.policy_version)
     versions: list[int] | None = None
+    #: a mixture-of-experts sampler's expert choices (`[inference] routing_replay`): one position
+    #: per token of prompt + completion but the last (never fed back); None when not recorded
+    routes: Routes | None = None
 
 
 class SamplingParams(msgspec.Struct, frozen=True, kw_only=True):
@@ -80,6 +124,9 @@ class Datum(msgspec.Struct, kw_only=True):
     #: loss. Positive only on retained environment (observation) tokens; the weights already
     #: hold ECHO's normalisation, so a backend adds the plain weighted sum. None: no ECHO.
     echo_weights: list[float] | None = None
+    #: the sampler's expert choices for the first `routes.positions` tokens (Completion.routes);
+    #: the trainer's forward routes those tokens to them, any later one by its own router
+    routes: Routes | None = None
 
     @property
     def prompt_length(self) -> int:

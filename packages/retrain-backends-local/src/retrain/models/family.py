@@ -15,7 +15,7 @@ A family answers:
   delta rule), with the metrics that say what was chosen.
 
 The base class is every other causal LM's family (llama, mistral, qwen2, qwen3, smollm3,
-olmo2, phi3, granite, gpt_oss, ...). For the llama layer (`LLAMA_LAYERS`) transformers' config
+olmo2, phi3, granite, ...). For the llama layer (`LLAMA_LAYERS`) transformers' config
 says all there is; any other model type's plan says, in `unstated`, what it leaves out.
 """
 
@@ -48,6 +48,8 @@ class Family:
     end_of_turn: ClassVar[tuple[str, ...]] = ()
     #: `[backend.options]` only this family reads, with their defaults
     options: ClassVar[Mapping[str, Any]] = {}
+    #: its routers' weights are stated (`routed_weights`), so its routing can be replayed
+    replays_routing: ClassVar[bool] = False
 
     def plan(self, config: Any) -> DecoderPlan:
         text = text_config(config)
@@ -67,6 +69,13 @@ class Family:
         if fused or multimodal.hub_type(model) is not None:
             return multimodal.exact_targets(model, suffixes)
         return suffixes
+
+    def routed_weights(self, router: Any, scores: Any, ids: Any) -> Any:
+        """The weights [tokens, k] the family's `router` gives experts `ids` [tokens, k], from
+        `scores`, the router's first output: what its forward computes for the experts it picks
+        itself, computed for any (routing replay, `retrain.models.routing`), differentiable
+        through `scores`."""
+        raise NotImplementedError(f"{self.name} models: no router whose weights retrain states")
 
     def prepare(self, model: Any, options: Mapping[str, Any]) -> dict[str, float | int | str]:
         """Kernel choices for `model` on its device; the metrics naming them. UserError for an
@@ -100,9 +109,9 @@ def _vocab(model: Any) -> int:
 
 
 def families() -> tuple[Family, ...]:
-    from retrain.models import gemma3, gemma4, qwen3_moe, qwen35
+    from retrain.models import gemma3, gemma4, gpt_oss, qwen3_moe, qwen35
 
-    return qwen35.Qwen35(), gemma3.Gemma3(), gemma4.Gemma4(), qwen3_moe.Qwen3Moe()
+    return qwen35.Qwen35(), gemma3.Gemma3(), gemma4.Gemma4(), qwen3_moe.Qwen3Moe(), gpt_oss.GptOss()
 
 
 def family_of(config: Any) -> Family:

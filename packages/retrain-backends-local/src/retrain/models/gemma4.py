@@ -29,6 +29,7 @@ class Gemma4(Family):
     name: ClassVar[str] = "Gemma 4"
     model_types: ClassVar[tuple[str, ...]] = ("gemma4", "gemma4_text")
     end_of_turn: ClassVar[tuple[str, ...]] = ("<turn|>",)
+    replays_routing: ClassVar[bool] = True
 
     def plan(self, config: Any) -> DecoderPlan:
         text = text_config(config)
@@ -51,3 +52,10 @@ class Gemma4(Family):
             if getattr(text, "use_bidirectional_attention", None) == "all" else ""
         return replace(plan, layers=tuple(layers), per_layer_inputs=per_layer, norm="fp32 weight", unstated=unstated,
                        notes=NOTES)
+
+    def routed_weights(self, router: Any, scores: Any, ids: Any) -> Any:
+        """Gemma 4's router returns its probabilities (a softmax in fp32): those of the k
+        experts, renormalised over them, times each expert's learnt scale."""
+        weights = scores.gather(-1, ids)
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+        return weights * router.per_expert_scale[ids]

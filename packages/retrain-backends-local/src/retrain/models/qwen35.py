@@ -137,6 +137,7 @@ class Qwen35(Family):
     options: ClassVar[Mapping[str, Any]] = {"qwen35_gated_delta_kernel": "auto", "qwen35_gated_delta_chunk_size": "auto"}
     model_types: ClassVar[tuple[str, ...]] = ("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
     end_of_turn: ClassVar[tuple[str, ...]] = ("<|im_end|>",)
+    replays_routing: ClassVar[bool] = True
 
     def plan(self, config: Any) -> DecoderPlan:
         """Beside the hybrid layers: (1 + w) RMSNorms, a query projection that also yields a
@@ -144,6 +145,12 @@ class Qwen35(Family):
         (a text token at the same position on each: the plain rotary over its partial
         dimensions)."""
         return replace(plan_of(text_config(config)), norm="fp32 1 + weight", attention_gate=True, rope_axes=3)
+
+    def routed_weights(self, router: Any, scores: Any, ids: Any) -> Any:
+        """Qwen3.5-MoE's router is Qwen3-MoE's, always renormalising over the k chosen."""
+        from retrain.models.qwen3_moe import softmax_top
+
+        return softmax_top(scores, ids, renormalise=True)
 
     def prepare(self, model: Any, options: Mapping[str, Any]) -> dict[str, float | int | str]:
         device = next(model.parameters()).device.type

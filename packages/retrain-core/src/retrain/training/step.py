@@ -198,7 +198,7 @@ def _datums(flow: Flow, kept: Sequence[Kept], adv_C_T: Sequence[np.ndarray],
             else:
                 made = [Datum(tokens=g.prompt_ids + c.token_ids, logprobs=pad + list(c.logprobs),
                               advantages=pad + adv.tolist(), policy_version=policy_version,
-                              mask=[0] * len(g.prompt_ids) + [1] * len(c.token_ids))]
+                              mask=[0] * len(g.prompt_ids) + [1] * len(c.token_ids), routes=c.routes)]
             if flow.mask_truncated and c.finish_reason == "length":
                 made = [masked(d) for d in made]
                 masked_completions += 1

@@ -202,6 +202,38 @@ def _inference(c: TrainConfig) -> list[ConfigIssue]:
         correctors = listed(backends_with("sampler_correction")) or "one that applies it"
         issues.append(ConfigIssue(f"needs backend = {correctors} (the correction weights the {correctors} policy loss)",
                                   key=lab("importance_sampling_correction")))
+    return issues + _routing_replay(c)
+
+
+#: why an [inference] engine cannot hand the trainer the experts it routed each token to
+ROUTELESS_ENGINES = {
+    "vllm": "retrain does not read vLLM's routed_experts output yet (--enable-return-routed-experts needs vLLM's "
+            "V2 model runner, which its CPU build cannot run, so no test here could check it)",
+    "sglang": "SGLang's OpenAI-compatible server does not return the experts it routed to",
+    "openai": "an OpenAI-compatible server does not return the experts it routed to",
+}
+
+
+def _routing_replay(c: TrainConfig) -> list[ConfigIssue]:
+    """`routing_replay`: a backend that replays, an engine that records, single-turn rollouts."""
+    inf, caps, key = c.inference, backend_capabilities(c), lab("routing_replay")
+    if not inf.routing_replay:
+        return []
+    if not caps.routing_replay_engines:
+        replayers = listed(backends_with("routing_replay_engines")) or "one that replays routing"
+        return [ConfigIssue(f"needs backend = {replayers}: backend {c.backend.backend!r} cannot route its training "
+                            "forward as the sampler did", key=key, hint="routing_replay = false")]
+    issues: list[ConfigIssue] = []
+    if inf.engine not in caps.routing_replay_engines:
+        why = ROUTELESS_ENGINES.get(inf.engine, f"engine {inf.engine!r} does not return the experts it routed to")
+        engines = listed([f'"{e}"' for e in caps.routing_replay_engines])
+        issues.append(ConfigIssue(f'with engine = "{inf.engine}" is {NOT_BUILT_TEXT}: {why}', key=key,
+                                  hint=f"engine = {engines}, or routing_replay = false"))
+    provider = definition_of(c.environment.provider)
+    if provider is not None and provider.capabilities.multi_turn:
+        issues.append(ConfigIssue(f"with multi-turn episodes ({provider.title or provider.name}) is {NOT_BUILT_TEXT}: "
+                                  "their turns carry no recorded routes", key=key,
+                                  hint="routing_replay = false"))
     return issues
 
 

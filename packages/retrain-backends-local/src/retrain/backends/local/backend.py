@@ -38,6 +38,7 @@ from retrain.backends.local.placement import place
 from retrain.backends.local.precision import base_dtype, cast_frozen
 from retrain.backends.local.publish import Publication
 from retrain.backends.local.reference import Reference
+from retrain.backends.local.replay import RoutingReplay
 from retrain.backends.local.sync import MergedSampler
 from retrain.backends.local.tally import PolicyTally
 from retrain.backends.tokenizer import HFTokenizer
@@ -145,6 +146,7 @@ class LocalBackend:
         self.detached_lora_layers = detach_lora_input(self.model) if self.lora and o.lora_detach_input else 0
         self.kl_coef, self.kl_estimator = t.kl_coef, t.kl_estimator
         self.reference = Reference(self.model, lora=self.lora) if t.kl_coef > 0 else None
+        self.replay = RoutingReplay.of(config, self.family, self.model, self.reference, self.device)
         if self.sampler is not None:
             self.sampler.model.to(self.device)
             cast_frozen(self.sampler.model, self.base_dtype)  # it samples the base the policy trains on
@@ -155,6 +157,10 @@ class LocalBackend:
                 self.model, o.gradient_checkpointing, o.gradient_checkpointing_use_reentrant,
                 o.gradient_checkpointing_skip_last_n))
         self.model.train()
+
+    def _replaying(self, mb: Batch) -> contextlib.AbstractContextManager[Any]:
+        """Around a micro-batch's forward and backward: its recorded routes replayed."""
+        return self.replay.replaying(mb) if self.replay is not None else contextlib.nullcontext()
 
     def _merged_sampler(self, model: torch.nn.Module, *, on_server: bool) -> MergedSampler | None:
         """A copy of the base to sample from with LoRA merged in (`sample_merged_lora`; auto: on
@@ -305,7 +311,8 @@ class LocalBackend:
         with self._sampling_mode(), self._autocast():
             return generate(model, prompts, num_samples, params, self.tokenizer.eos_token_ids,
                             self.tokenizer.pad_token_id, generator, use_cache=self.options.sample_use_cache,
-                            stats=stats, decoder=self.decoder, cuda_graphs=self.options.sample_cuda_graphs)
+                            stats=stats, decoder=self.decoder, cuda_graphs=self.options.sample_cuda_graphs,
+                            record_routes=self.replay is not None)
 
     # training ---------------------------------------------------------------------------
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
@@ -393,6 +400,8 @@ class LocalBackend:
         return self._policy_pass(datums)[0]
 
     def _policy_pass(self, datums: Sequence[Datum]) -> tuple[TrainOutput, Batch, list[tuple[Batch, bool]]]:
+        if self.replay is not None:
+            self.replay.check(datums)
         datums, crop = crop_context(datums, self.options.train_supervised_context_tokens)
         batch = collate(datums, self.tokenizer.pad_token_id, self.device, aggregation=self.loss_aggregation,
                         max_tokens=self.max_tokens)
@@ -405,7 +414,8 @@ class LocalBackend:
             else None
         tally = PolicyTally()
         for mb, real in parts:
-            with self.offload.context(self.device), self._packed(mb):  # offload: CUDA's activations to the CPU
+            # offload: CUDA's activations to the CPU
+            with self.offload.context(self.device), self._packed(mb), self._replaying(mb):
                 self._micro_batch_gradients(mb, real, selected, tally)
         if self.world.distributed:
             tally.sum_ranks(self.device)
@@ -421,14 +431,18 @@ class LocalBackend:
         """(the trained model's logprobs of the datums' sampled tokens, the sampler's), flat."""
         parts = micro.micro_batches(collate(datums, self.tokenizer.pad_token_id, self.device),
                                     micro.Layout(max_rows=self.options.train_microbatch_size))
-        return (torch.cat([self._new_logprobs(mb).float() for mb in parts]),
+        return (torch.cat([self._replayed_logprobs(mb) for mb in parts]),
                 torch.cat([mb.old_logprobs[mb.action].float() for mb in parts]))
+
+    def _replayed_logprobs(self, mb: Batch) -> torch.Tensor:
+        with self._replaying(mb):
+            return self._new_logprobs(mb).float()
 
     def _selected_tokens(self, batch: Batch, parts: list[Batch]) -> torch.Tensor:
         """[B, L-1]: the tokens a selecting objective (KL-Cov, Clip-Cov) trains on, chosen over
         the whole batch before any micro-batch's backward."""
         with torch.no_grad():
-            new_all = micro.scatter(batch, parts, [self._new_logprobs(mb).float() for mb in parts])
+            new_all = micro.scatter(batch, parts, [self._replayed_logprobs(mb) for mb in parts])
         anchor_all, _ = self.mismatch.fresh().anchor(new_all, batch.old_logprobs[batch.action],
                                                      batch.action.nonzero()[:, 0])
         chosen = torch.zeros_like(batch.action)
@@ -562,6 +576,7 @@ class LocalBackend:
             **determinism.proof(),
             **kernel_metrics(reset=True),
             **self.passes.take(),
+            **(self.replay.metrics() if self.replay is not None else {}),
         }
 
     def close(self) -> None:

@@ -35,6 +35,9 @@ class Batch:
     tokens: list[list[int]] = field(default_factory=list)  # each row's tokens, on the host
     origin: torch.Tensor | None = None  # [B] the rows' indices in the step's batch (None: it is the step's)
     packed: Packed | None = None
+    #: [B, L, layers, k] on the host: the sampler's expert ids of each position (routing replay,
+    #: retrain.backends.local.replay), -1 where a position has none; None: no datum has any
+    routes: torch.Tensor | None = None
 
     @property
     def rows(self) -> int:
@@ -58,10 +61,13 @@ class Batch:
         def cut(t: torch.Tensor, shifted: bool = True) -> torch.Tensor:
             return t.index_select(0, index)[:, : width - shifted]
 
+        routes = None
+        if self.routes is not None:
+            routes = self.routes.index_select(0, index.to(self.routes.device))[:, :width]
         return Batch(cut(self.input_ids, False), cut(self.attention_mask, False), cut(self.old_logprobs),
                      cut(self.advantages), cut(self.action), cut(self.weight),
                      echo=cut(self.echo) if self.echo is not None else None, tokens=[self.tokens[r] for r in rows],
-                     origin=self.row_indices().index_select(0, index))
+                     origin=self.row_indices().index_select(0, index), routes=routes)
 
     def slice(self, start: int, stop: int) -> Batch:
         return self.take(range(start, stop))
@@ -99,7 +105,25 @@ def collate(datums: Sequence[Datum], pad_id: int, device: torch.device, *, aggre
         return torch.from_numpy(a).to(device)
 
     return Batch(put(ids), put(mask), put(old[:, 1:]), put(adv[:, 1:]), action.to(device), weight.to(device),
-                 put(echo[:, 1:]) if echo is not None else None, tokens=[list(d.tokens) for d in datums])
+                 put(echo[:, 1:]) if echo is not None else None, tokens=[list(d.tokens) for d in datums],
+                 routes=routes_grid(datums, width))
+
+
+def routes_grid(datums: Sequence[Datum], width: int) -> torch.Tensor | None:
+    """[B, width, layers, k] int16: each datum's recorded routes at its first positions, -1
+    elsewhere; None when no datum has any."""
+    recorded = [(i, d.routes.array()) for i, d in enumerate(datums) if d.routes is not None]
+    if not recorded:
+        return None
+    shapes = {a.shape[1:] for _, a in recorded}
+    if len(shapes) != 1:
+        raise ValueError(f"datums' routes differ in (layers, k): {sorted(shapes)}")
+    grid = np.full((len(datums), width, *shapes.pop()), -1, dtype=np.int16)
+    for i, a in recorded:
+        if a.shape[0] > len(datums[i].tokens):
+            raise ValueError(f"datum {i}: routes for {a.shape[0]} positions and {len(datums[i].tokens)} tokens")
+        grid[i, : a.shape[0]] = a
+    return torch.from_numpy(grid)
 
 
 def crop_context(datums: Sequence[Datum], context_tokens: int) -> tuple[Sequence[Datum], dict[str, int]]:
@@ -121,7 +145,8 @@ def crop_context(datums: Sequence[Datum], context_tokens: int) -> tuple[Sequence
             d = msgspec.structs.replace(
                 d, tokens=d.tokens[start:], logprobs=d.logprobs[start:], advantages=d.advantages[start:],
                 mask=d.mask[start:] if d.mask is not None else None,
-                echo_weights=d.echo_weights[start:] if d.echo_weights else d.echo_weights)
+                echo_weights=d.echo_weights[start:] if d.echo_weights else d.echo_weights,
+                routes=d.routes.cut(start) if d.routes is not None else None)
             cropped, removed = cropped + 1, removed + start
         widest_after = max(widest_after, len(d.tokens))
         out.append(d)

@@ -33,6 +33,7 @@ CAPABILITIES = BackendCapabilities(
     max_async_level=MAX_ASYNC_LEVEL,
     in_process_async=True,
     tensor_objectives=True,
+    routing_replay_engines=("pytorch",),
 )
 
 BACKEND = BackendDefinition(

@@ -109,7 +109,8 @@ def micro_batches(batch: Batch, layout: Layout) -> list[Batch]:
     for rows in parts:
         mb = batch if len(parts) == 1 and batch.origin is None else batch.take(rows)
         if layout.packed:
-            mb.packed = pack(mb.tokens).to(batch.input_ids.device)
+            routes = mb.routes.numpy() if mb.routes is not None else None
+            mb.packed = pack(mb.tokens, routes=routes).to(batch.input_ids.device)
         out.append(mb)
     return out
 

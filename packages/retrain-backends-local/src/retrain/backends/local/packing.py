@@ -10,7 +10,9 @@ row, so rotary and absolute position embeddings see each row starting at 0.
 
 The layers that act per token (projections, MLPs, norms) then run over the stream, T tokens
 instead of rows x widest; attention runs per row over the row's view of the stream
-(`retrain.backends.local.attention`), so no row sees another's tokens.
+(`retrain.backends.local.attention`), so no row sees another's tokens. Rows that carry the
+sampler's expert choices (routing replay) share a position only where those agree too: the
+stream token is routed once, as both rows' records say.
 """
 
 from __future__ import annotations
@@ -66,10 +68,11 @@ def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return int(diff[0]) if diff.size else n
 
 
-def pack(rows: Sequence[Sequence[int]], *, share: bool = True) -> Packed:
+def pack(rows: Sequence[Sequence[int]], *, share: bool = True, routes: np.ndarray | None = None) -> Packed:
     """The stream of `rows` (token lists, in the micro-batch's row order). `share = False`
     gives every row all of its tokens (what varlen attention needs when views must not
-    overlap; nothing in this module requires it)."""
+    overlap; nothing in this module requires it). `routes` [R, L, ...]: each row's expert ids
+    per position, which a shared position must have alike too."""
     order = sorted(range(len(rows)), key=lambda r: list(rows[r])) if share else list(range(len(rows)))
     width = max((len(r) for r in rows), default=1)
     views: list[np.ndarray] = [np.empty(0, dtype=np.int64)] * len(rows)
@@ -80,6 +83,8 @@ def pack(rows: Sequence[Sequence[int]], *, share: bool = True) -> Packed:
     for r in order:
         row = np.asarray(rows[r], dtype=np.int64)
         common = shared_prefix(rows[previous], rows[r]) if share and previous >= 0 else 0
+        if routes is not None and common:
+            common = _same_routes(routes[previous], routes[r], common)
         fresh = np.arange(total, total + len(row) - common, dtype=np.int64)
         views[r] = np.concatenate([views[previous][:common], fresh]) if common else fresh
         tokens.append(row[common:])
@@ -89,6 +94,12 @@ def pack(rows: Sequence[Sequence[int]], *, share: bool = True) -> Packed:
         total += len(row) - common
         previous = r
     return _tensors(views, tokens, positions, owners, total, width)
+
+
+def _same_routes(a: np.ndarray, b: np.ndarray, n: int) -> int:
+    """How many of the first `n` positions two rows route alike."""
+    differ = np.flatnonzero((a[:n] != b[:n]).reshape(n, -1).any(axis=1))
+    return int(differ[0]) if differ.size else n
 
 
 def _tensors(views: list[np.ndarray], tokens: list[np.ndarray], positions: list[np.ndarray],

@@ -17,6 +17,10 @@ Decisions:
 4. Every row draws one uniform per step from its row set's generator, whether it is still
    running or not (`choice.choose`): a row's tokens depend on its own stream only, never on
    which other rows share the batch or when they were compacted.
+5. With `record_routes` (a mixture-of-experts model, routing replay) every router's choice is
+   kept (`routes.RouteLog`): the prompts' from their prefill, each row's from the step that
+   fed its token; a completion carries them for its prompt and its tokens but the last
+   (`Completion.routes`), as vLLM's `routed_experts` output does.
 
 `decode` samples several *row sets* in one batch: a row set is the rows of one request (n
 completions of each of its prompts) with its own parameters and random generator. The
@@ -33,6 +37,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import numpy as np
 import torch
 
 from retrain.inference_engine.pytorch.choice import Choice, choose
@@ -40,7 +45,10 @@ from retrain.inference_engine.pytorch.device import active_autocast_dtype
 from retrain.inference_engine.pytorch.forward.hf import HFForward
 from retrain.inference_engine.pytorch.forward.lean import LeanForward
 from retrain.inference_engine.pytorch.forward.linear import Unsupported
-from retrain.types import Completion, SamplingParams
+from retrain.inference_engine.pytorch.routes import RouteLog
+from retrain.models import routing
+from retrain.models.routing import moe_shape
+from retrain.types import Completion, Routes, SamplingParams
 
 DECODERS = ("auto", "retrain", "transformers")
 
@@ -142,12 +150,14 @@ def generate(
     stats: SampleStats | None = None,
     decoder: str = "auto",
     cuda_graphs: bool = True,
+    record_routes: bool = False,
 ) -> list[list[Completion]]:
     """`num_samples` completions for each prompt (outer list: prompts, inner: samples)."""
     if not prompts:
         return []
     rows = decode(model, [RowSet(prompts, num_samples, params, generator)], eos_ids, pad_id,
-                  use_cache=use_cache, stats=stats, decoder=decoder, cuda_graphs=cuda_graphs)[0]
+                  use_cache=use_cache, stats=stats, decoder=decoder, cuda_graphs=cuda_graphs,
+                  record_routes=record_routes)[0]
     return [rows[p * num_samples:(p + 1) * num_samples] for p in range(len(prompts))]
 
 
@@ -163,11 +173,13 @@ def decode(
     observe: Observer | None = None,
     decoder: str = "auto",
     cuda_graphs: bool = True,
+    record_routes: bool = False,
 ) -> list[list[Completion]]:
     """Every row set's completions, rows prompt-major (prompt p, sample s at p * n + s)."""
     stats = stats if stats is not None else SampleStats()
-    with eval_mode(model):
-        return _Loop(model, row_sets, eos_ids, pad_id, stats, observe).run(use_cache, decoder, cuda_graphs)
+    loop = _Loop(model, row_sets, eos_ids, pad_id, stats, observe)
+    with eval_mode(model), loop.recording(record_routes):
+        return loop.run(use_cache, decoder, cuda_graphs)
 
 
 @contextlib.contextmanager
@@ -225,6 +237,20 @@ class _Loop:
         self.steps = max(rs.params.max_tokens for rs in row_sets)
         self.eos = torch.tensor(sorted(set(eos_ids)), dtype=torch.long, device=self.device)
         self.want_entropy = any(rs.params.want_entropy for rs in row_sets)
+        self.log: RouteLog | None = None
+
+    @contextlib.contextmanager
+    def recording(self, on: bool) -> Iterator[None]:
+        """Every router's choice kept in `self.log` for the duration (`on`)."""
+        if not on:
+            yield
+            return
+        layers, _, k = moe_shape(self.model.config)
+        if not k:
+            raise RuntimeError("routes are recorded for a mixture-of-experts model, and this one has no routed layer")
+        self.log = RouteLog(layers, k, self.rows, self.device)
+        with routing.wrapped(self.model, self.log.wrap):
+            yield
 
     def run(self, use_cache: bool, decoder: str, cuda_graphs: bool) -> list[list[Completion]]:
         stats, device = self.stats, self.device
@@ -269,6 +295,8 @@ class _Loop:
                     self._row_set_slots(compacted=True)
                     stats.compactions += 1
             logits = forward.next_logits(token)
+            if self.log is not None:
+                self.step_routes[self.slot_row, step] = self.log.last(forward.n)
         self._flush(length, stopped)
         self._count_graphs(forward)
         stats.decode_s += time.perf_counter() - t1
@@ -286,9 +314,22 @@ class _Loop:
                                cuda_graphs=cuda_graphs, stats=stats)
         graphed = getattr(forward, "graphs", None) is not None
         logits = forward.first_logits()
+        if self.log is not None:
+            self._prompt_routes(ids.shape[1], expand, lean=isinstance(forward, LeanForward))
         stats.prefill_s += time.perf_counter() - t0
         stats.prompt_tokens += sum(len(p) for p in self.prompts)
         return forward, graphed, logits
+
+    def _prompt_routes(self, width: int, expand: torch.Tensor, *, lean: bool) -> None:
+        """The prompts' routes from their prefill: one grid row per prompt, or per row where the
+        prefill ran every row; the steps' routes then go to the decoder's fixed buffer."""
+        assert self.log is not None
+        per_prompt = self.log.listed_tokens() == len(self.prompts) * width
+        grid = self.log.grid(width, len(self.prompts) if per_prompt else self.rows)
+        self.prompt_grid = grid[expand] if per_prompt else grid  # [rows, width, layers, k]
+        self.row_prompt: list[int] = expand.tolist()
+        self.step_routes = torch.zeros((self.rows, self.steps, *grid.shape[2:]), dtype=grid.dtype, device=grid.device)
+        self.log.fixed = lean
 
     def _start_rows(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Every row in its slot and the result buffers empty; per slot (token limit, finished,
@@ -374,6 +415,7 @@ class _Loop:
         ents = self.entropies.cpu().tolist() if self.entropies is not None else None
         stop_list = self.row_stopped.cpu().tolist()
         length_list = self.row_length.cpu().tolist()
+        routes = self._routes(length_list) if self.log is not None else [None] * self.rows
         results: list[list[Completion]] = []
         for rs, (a, b) in zip(self.row_sets, self.row_bounds, strict=True):
             group = []
@@ -382,9 +424,20 @@ class _Loop:
                 self.stats.generated_tokens += n
                 group.append(Completion(token_ids=tok[r][:n], logprobs=lps[r][:n],
                                         finish_reason="stop" if stop_list[r] else "length",
-                                        entropies=ents[r][:n] if ents is not None and rs.params.want_entropy else None))
+                                        entropies=ents[r][:n] if ents is not None and rs.params.want_entropy else None,
+                                        routes=routes[r]))
             results.append(group)
         return results
+
+    def _routes(self, lengths: list[int]) -> list[Routes | None]:
+        """Each row's routes: its prompt's (left padding cut) and those of its tokens but the last."""
+        prompt, steps = self.prompt_grid.cpu().numpy(), self.step_routes.cpu().numpy()
+        width = prompt.shape[1]
+        out: list[Routes | None] = []
+        for r, n in enumerate(lengths):
+            own = len(self.prompts[self.row_prompt[r]])
+            out.append(Routes.of(np.concatenate([prompt[r, width - own:], steps[r, :max(n - 1, 0)]])[:own + n - 1]))
+        return out
 
 
 def _cat(parts: list[torch.Tensor]) -> torch.Tensor:

@@ -116,6 +116,13 @@ class InferenceConfig(Section):
           "sampler's numerical gap on every step; off, they cover only tokens sampled from the weights that "
           "train, and the gap to older samples is async/stale_logprob_gap_* (the policy's drift included)."),
     ] = False
+    routing_replay: Annotated[
+        bool,
+        F("Mixture-of-experts models: the sampler records the experts each token was routed to in every layer "
+          "(prompt tokens included) and the trainer's forward routes each token to them, weighing them from its "
+          "own router's scores (rollout routing replay, R3), so a token's ratio measures the policy, not routing "
+          "noise (docs/models.md)."),
+    ] = False
     partial_rollout_tokens: Annotated[
         int,
         F("With max_async_level > 0 and async_versions = \"latest\" on a server engine: sample each completion "
