@@ -70,7 +70,6 @@ layer's scalar (`layer_scalar`), keys doubling as values (no `v_proj`), the atte
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 

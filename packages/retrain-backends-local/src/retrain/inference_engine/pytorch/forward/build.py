@@ -21,7 +21,13 @@ from retrain.inference_engine.pytorch.forward.context import FULL, Span
 from retrain.inference_engine.pytorch.forward.delta import GatedDelta
 from retrain.inference_engine.pytorch.forward.latent import LatentAttention
 from retrain.inference_engine.pytorch.forward.linear import Linears, Unsupported, base
-from retrain.inference_engine.pytorch.forward.mlp import Dense, DenseAndRouted, InputScaled, Mlp, Routed
+from retrain.inference_engine.pytorch.forward.mlp import (
+    Dense,
+    DenseAndRouted,
+    InputScaled,
+    Mlp,
+    Routed,
+)
 from retrain.inference_engine.pytorch.forward.model import (
     Block,
     LeanModel,

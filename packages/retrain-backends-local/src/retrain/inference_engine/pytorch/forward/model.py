@@ -23,8 +23,8 @@ from retrain.inference_engine.pytorch.forward.delta import GatedDelta
 from retrain.inference_engine.pytorch.forward.latent import LatentAttention
 from retrain.inference_engine.pytorch.forward.linear import Linear
 from retrain.inference_engine.pytorch.forward.mlp import Mlp
-from retrain.models.layers import RopeTables
 from retrain.inference_engine.pytorch.forward.ops import Norm
+from retrain.models.layers import RopeTables
 
 
 @dataclass(frozen=True)
