@@ -1,7 +1,9 @@
 """retrain's own decoding forward, on the transformers model's own weights, with state
 preallocated for the whole call: the llama family (llama, mistral with its sliding window,
 qwen2, qwen3), Qwen3-MoE, Qwen3.5 (its hybrid Gated DeltaNet layers), Gemma 3 and Gemma 4,
-text-only or the text model of a multimodal checkpoint. How each layer runs is the model family's plan
+text-only or the text model of a multimodal checkpoint, and the mixture-of-experts families by
+their layer kinds (gpt-oss, Mixtral, Qwen2-MoE, OLMoE, DeepSeek-V3, GLM-4.5, Qwen3-Next, Llama
+4's text model). How each layer runs is the model family's plan
 (`retrain.models.layers`, built into a `forward.model.LeanModel` by `forward.build`); a model
 it does not run decodes on transformers' forward, with the reason in `engine_decoder_note`.
 
@@ -19,7 +21,8 @@ delta rule's state in fp32. Attention is `scaled_dot_product_attention`.
 Columns: column c holds prompt position c of a left-padded prompt (padding masked) and, from
 the prompt's width on, one decoded token per column, in every layer's cache. A sliding window
 is a mask over the columns (a key in column j is seen from column i when i - window < j <= i:
-positions and columns differ by the row's padding only). Rows can be compacted to a prefix
+positions and columns differ by the row's padding only); a chunk is too, counted from the row's
+first real token (Llama 4). Rows can be compacted to a prefix
 (`keep`) when some finish: the buffers stay where they are, so a graph captured for a prefix
 size stays valid.
 """
