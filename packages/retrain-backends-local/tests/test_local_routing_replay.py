@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import torch
 from tiny_families import COMMON, hub_model, tokenizer, write_checkpoint
@@ -243,3 +244,30 @@ def test_a_model_with_no_routing_to_replay_is_refused_by_name(tiny_config, tmp_p
     folder = write_checkpoint("llama4_text", tmp_path / "llama4")
     with pytest.raises(UserError, match="routing_replay = true is not built yet for llama4_text models"):
         LocalBackend(tiny_config("--model", str(folder), "--routing-replay", "true"))
+
+
+def test_a_grouped_router_recorded_by_retrains_decoder_is_replayed(tiny_config, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """DeepSeek-V3 end to end (a dense first layer, grouped sigmoid routing, latent attention):
+    retrain's decoder samples it and records its routes, which its own router reproduces in the
+    trainer's fp32 forward; routes moved to other experts are the ones the trainer then runs."""
+    folder = write_checkpoint("deepseek_v3", tmp_path / "model")
+    backend = LocalBackend(tiny_config("--model", str(folder), "--routing-replay", "true"))
+    assert backend.replay is not None
+    datums = datums_of(PROMPTS, backend.sample(PROMPTS, 2, SamplingParams(max_tokens=8)))
+    assert backend.runtime_metrics()["engine_decoder"] == "retrain"
+    for moved in (0, 3):
+        shifted = [msgspec.structs.replace(d, routes=Routes.of((d.routes.array().astype("int64") + moved) % 8))
+                   for d in datums if d.routes is not None]
+        batch = collate(shifted, 0, backend.device)
+        with experts_ids(backend.model) as seen, backend.replay.replaying(batch), torch.no_grad():
+            action_logprobs(backend.model, batch.input_ids, batch.attention_mask, batch.action, 1.0)
+        assert sorted(seen) == [1]
+        [ids] = seen[1]
+        for r, datum in enumerate(shifted):
+            assert datum.routes is not None
+            recorded = torch.from_numpy(datum.routes.array()[:, 1].astype("int64"))
+            at = r * batch.input_ids.shape[1] + torch.arange(recorded.shape[0])
+            assert torch.equal(ids[at], recorded), (moved, r)
+    assert float(backend.replay.metrics()["routing/differing_fraction"]) > 0  # the moved routes
+    assert backend.train_step(datums, 1e-2, 0.0).tokens > 0
+    assert int(backend.replay.metrics()["routing/replayed_routes"]) > 0
