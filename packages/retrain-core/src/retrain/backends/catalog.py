@@ -30,7 +30,7 @@ ENTRY_POINT_GROUP = "retrain.backends"
 VALIDATION_FLAGS = ("multi_device", "service_settings", "samples_apart_from_training", "full_token_distributions", "inference_servers",
                     "sampler_correction", "ppo_clipping", "optimizer_batch", "exclusive_precisions",
                     "seeded_options", "strict_advantages", "local_devices", "sampler_truncation",
-                    "max_async_level", "in_process_async", "tensor_objectives")
+                    "max_async_level", "in_process_async", "tensor_objectives", "teacher_models")
 
 
 def _plain(value: Any) -> Any:
@@ -107,6 +107,9 @@ class BackendCapabilities:
     # computes any objective's loss on its own tensors (retrain.backends.objective), a plugin
     # objective included; otherwise only the policy_losses it lists
     tensor_objectives: bool = False
+    # loads a [teacher] model beside the student (retrain.backends.protocol.TeacherHost); a
+    # [teacher] url works with every backend
+    teacher_models: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -33,6 +33,7 @@ CAPABILITIES = BackendCapabilities(
     max_async_level=MAX_ASYNC_LEVEL,
     in_process_async=True,
     tensor_objectives=True,
+    teacher_models=True,
 )
 
 BACKEND = BackendDefinition(
@@ -44,6 +45,6 @@ BACKEND = BackendDefinition(
     not_built_options=NOT_BUILT,
     dependency="torch",
     hint="pip install retrain-backends-local",
-    contract=(2, 0),  # the backend contract this distribution was built against
+    contract=(2, 2),  # the backend contract this distribution was built against
     serving="retrain.inference_engine.pytorch.serving:create",
 )
