@@ -108,7 +108,7 @@ def test_backend_built_for_another_contract(cli, fake_backend, tmp_path: Path) -
     (tmp_path / "c.toml").write_text("[backend]\nbackend = 'foo'\n[training]\nmax_steps = 3\n")
     res = cli("c.toml")
     check(res, f"error: retrain-backends-foo 0.3.0 declares backend contract 3.0; retrain-core "
-               f"{metadata.version('retrain-core')} supports backend contract 2.0 to 2.1: upgrade retrain-core")
+               f"{metadata.version('retrain-core')} supports backend contract 2.0 to 2.2: upgrade retrain-core")
     assert len(res.stderr.strip().splitlines()) == 1, res.stderr
 
 

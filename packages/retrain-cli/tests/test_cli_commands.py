@@ -163,8 +163,9 @@ def test_backends_json(cli, fake_backend) -> None:  # type: ignore[no-untyped-de
     for name in ("local", "tinker", "unsloth"):  # installed exactly when their distribution is
         installed = bool(metadata.entry_points(group="retrain.backends", name=name))
         assert by_name[name]["installed"] is installed, name
-        # 2.0: each definition states its own capabilities and options; 2.1: tinker's checkpoint record
-        built_against = "2.1" if name == "tinker" else "2.0"
+        # 2.0: each definition states its own capabilities and options; 2.1: tinker's checkpoint
+        # record; 2.2: local's teacher models
+        built_against = {"tinker": "2.1", "local": "2.2"}.get(name, "2.0")
         assert by_name[name]["contract"] == (built_against if installed else None), name
     local = bool(metadata.entry_points(group="retrain.backends", name="local"))
     assert by_name["local"]["status"] == ("available" if local else "not installed")
@@ -174,16 +175,16 @@ def test_backends_json(cli, fake_backend) -> None:  # type: ignore[no-untyped-de
     assert by_name["prime_rl"]["status"] == "not built yet in this version"
     assert "train_microbatch_size" in by_name["local"]["option_schema"]
     assert data["plugin"]["entry_point_group"] == "retrain.backends"
-    assert data["contracts"] == {"backend": "2.1", "environment": "1.2"}
+    assert data["contracts"] == {"backend": "2.2", "environment": "1.2"}
     (foo,) = data["entry_points"]
     assert foo["distribution"] == "retrain-backends-foo" and foo["contract"] == "3.0"
-    assert foo["status"] == "unusable (see problem)" and "supports backend contract 2.0 to 2.1" in foo["problems"][0]
+    assert foo["status"] == "unusable (see problem)" and "supports backend contract 2.0 to 2.2" in foo["problems"][0]
 
 
 def test_backends_text_shows_contracts(cli, fake_backend) -> None:  # type: ignore[no-untyped-def]
     fake_backend((3, 0))
     out = cli("backends").stdout
-    assert out.startswith("Contracts: backend 2.0 to 2.1, environment 1.0 to 1.2 (retrain-core ")
+    assert out.startswith("Contracts: backend 2.0 to 2.2, environment 1.0 to 1.2 (retrain-core ")
     assert "  foo       unusable (see problem)         [retrain-backends-foo, contract 3.0] (entry_point)" in out
     assert "problem: retrain-backends-foo 0.3.0 declares backend contract 3.0;" in out
     assert "Environments:" in out

@@ -59,6 +59,7 @@ class ServerTeacher:
         want = [int(i) for i in student.encode(PROBE, add_special_tokens=True)]
         body = {"model": self.model, "prompt": PROBE, "max_tokens": 1, "temperature": 0, "return_token_ids": True}
         tries = self._post(body)
+        self.metrics()  # the probe is no step's request
         if tries.value is None:
             raise self._failed(tries)
         try:

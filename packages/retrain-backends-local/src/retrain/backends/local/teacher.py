@@ -7,9 +7,12 @@ adapter path), a folder of full weights (a `train_full_model` run's adapter) rep
 built-in `tiny` is initialised from the run's seed, like the student. Its parameters never
 take a gradient and it stays in eval mode (no dropout), on the student's device or the CPU.
 
-Scoring runs the rows through `action_logprobs`, the path the policy's own logprobs take (the
-selected-token kernels, never a [tokens, vocabulary] log-softmax), at temperature 1 and over
-the whole vocabulary, `[teacher] batch_size` rows at a time, rows of like length together.
+Scoring runs the backbone over right-padded rows, `[teacher] batch_size` at a time (rows of like
+length together), gathers the hidden states of the scored positions alone and applies the head
+to them in chunks in fp32 (`selected_logprobs_torch`: never a [tokens, vocabulary] tensor), at
+temperature 1 over the whole vocabulary, with the head's own scaling and soft-capping as the
+model's forward applies them. It runs in the producer's thread while the policy trains, so it
+stays off the kernels' per-step call record, which a training step's row reads.
 """
 
 from __future__ import annotations
@@ -36,8 +39,6 @@ class LocalTeacher:
 
     @torch.no_grad()
     def score(self, rows: Sequence[ScoreRow]) -> list[list[float]]:
-        from retrain.backends.local.logprobs import action_logprobs
-
         order = sorted(range(len(rows)), key=lambda i: len(rows[i].tokens))  # like lengths pad little
         out: list[list[float]] = [[] for _ in rows]
         for at in range(0, len(order), self.batch_size):
@@ -48,14 +49,30 @@ class LocalTeacher:
             for b, r in enumerate(chunk):
                 ids[b, :len(r.tokens)] = torch.tensor(r.tokens, dtype=torch.long)
                 action[b, r.start - 1:len(r.tokens) - 1] = True
-            ids, action = ids.to(self.device), action.to(self.device)
-            flat = action_logprobs(self.model, ids, torch.ones_like(ids), action).float().cpu()  # [N], row-major
+            flat = self._selected(ids.to(self.device), action.to(self.device)).cpu()  # [N], row-major
             at_row = 0
             for i, r in zip(order[at:at + self.batch_size], chunk, strict=True):
                 n = len(r.tokens) - r.start
                 out[i] = flat[at_row:at_row + n].tolist()
                 at_row += n
         return out
+
+    def _selected(self, ids: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """log p(token) at the positions `action` [B, L-1] marks, in row-major order."""
+        from retrain.backends.local.logprobs import (
+            hidden_states,
+            selected_logprobs_torch,
+            split_head,
+        )
+        from retrain.models.family import SoftCapped, head_math
+
+        hidden = hidden_states(self.model, ids, torch.ones_like(ids))  # [B, L, H]
+        rows, cols = action.nonzero(as_tuple=True)
+        _, head = split_head(self.model)
+        scale, softcap = head_math(self.model.config)
+        if softcap is not None:
+            head = SoftCapped(head, softcap)  # type: ignore[assignment]
+        return selected_logprobs_torch(hidden[rows, cols], head, ids[:, 1:][action], temperature=scale)
 
     def metrics(self) -> dict[str, float]:
         return {}
