@@ -12,21 +12,18 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import os
-import socket
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from tiny_run import Messages, write_tiny_run
+from serving import serve_in_process
+from tiny_run import Messages, tiny_classifier, write_tiny_run
 
 from retrain.io.layout import REWARD_MODEL_CACHE
 from retrain.io.log import read_jsonl
@@ -60,41 +57,11 @@ def score(response, reference):
 '''
 
 
-@contextlib.contextmanager
-def served_tiny(root: Path) -> Iterator[str]:
-    """`retrain serve` of tiny (seed 0) with an API key, on 127.0.0.1 in this process: its
-    serving engine and HTTP app under uvicorn, as the command runs them; the base URL."""
-    import uvicorn
-
-    from retrain.inference_engine.pytorch.serving import create
-    from retrain.serve.app import create_app
-
-    cfg = root / "serve.toml"
-    cfg.write_text('[model]\nmodel = "tiny"\n[backend]\ndevices = "cpu"\n[training]\nseed = 0\n')
-    engine = create(load_config(cfg, [], import_plugins=False).config)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    server = uvicorn.Server(uvicorn.Config(create_app(engine, api_key=KEY), log_level="warning", access_log=False,
-                                           lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started and thread.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    try:
-        assert server.started, "retrain serve did not start"
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-        engine.close()
-        sock.close()
-
-
 @pytest.fixture(scope="module")
 def teacher_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with served_tiny(tmp_path_factory.mktemp("teacher-serve")) as url:
+    root = tmp_path_factory.mktemp("teacher-serve")
+    with serve_in_process(root, '[model]\nmodel = "tiny"\n[backend]\ndevices = "cpu"\n[training]\nseed = 0\n',
+                          api_key=KEY) as url:
         yield url
 
 
@@ -222,25 +189,8 @@ def test_distilling_two_batches_ahead_stops_on_ctrl_c_and_resumes_bit_for_bit(in
     assert (in_root / "cut" / adapter).read_bytes() == (in_root / "whole" / adapter).read_bytes()
 
 
-def classifier(folder: Path) -> Path:
-    """A tiny random Qwen3 sequence classifier (one label) with tiny's tokenizer."""
-    from transformers import AutoConfig, AutoModelForSequenceClassification
-
-    from retrain.models.tiny import ASSETS
-
-    raw = json.loads((ASSETS / "config.json").read_text())
-    raw.pop("architectures")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(3)
-        model = AutoModelForSequenceClassification.from_config(AutoConfig.for_model(raw.pop("model_type"), **raw,
-                                                                                    num_labels=1))
-    model.save_pretrained(str(folder))
-    load_tokenizer(TINY).save_pretrained(str(folder))
-    return folder
-
-
 def test_a_reward_model_run_trains_two_steps(in_root: Path) -> None:
-    rm = classifier(in_root / "rm")
+    rm = tiny_classifier(in_root / "rm")
     train(run_config(in_root, "rm-run", training={"max_steps": 2},
                      reward=f'type = "model"\nmodel = "{rm}"\nmodel_batch_size = 4'), Messages())
     logs = in_root / "rm-run" / "logs"
@@ -261,3 +211,53 @@ def test_a_failing_reward_model_server_is_counted_and_stops_the_run(rm_server: A
     assert len(rows) == 2 and all(r["reward_errors"] == 8 and r["reward_model/retries"] >= 1 for r in rows), rows
     assert "a reward model that could not be reached" in str(stopped.value) and stopped.value.exit_code == 3
     assert os.path.isdir(in_root / "faulty" / "adapters")
+
+
+def test_a_multi_turn_episode_is_scored_at_its_sampled_tokens_only(tmp_path: Path) -> None:
+    """Each segment's whole stream goes to the teacher; what comes back per completion is the
+    teacher's logprob of each sampled token, in turn order, and nothing of the prompt's or the
+    environment's tokens."""
+    import numpy as np
+
+    from retrain.backends.local.teacher import load_teacher
+    from retrain.rollout.episode import Episode, Segment, Turn
+    from retrain.rollout.group import Group, StepRollouts
+    from retrain.training.distill import score_groups
+    from retrain.types import Completion, Example
+
+    cfg = tmp_path / "t.toml"
+    cfg.write_text('[teacher]\nmodel = "tiny"\ndevice = "cpu"\nbatch_size = 2\n')
+    teacher = load_teacher(load_config(cfg, [], import_plugins=False).config, student_tokenizer=load_tokenizer(TINY),
+                           device=torch.device("cpu"), seed=0)
+    first = Segment(prompt_ids=[1, 5, 6], turns=[Turn(token_ids=[20, 21], logprobs=[-1.0, -2.0]),
+                                                  Turn(token_ids=[22], logprobs=[-3.0], observation=[40, 41])])
+    second = Segment(prompt_ids=[1, 7], turns=[Turn(token_ids=[23, 24, 2], logprobs=[-1.5, -0.5, -0.1])])
+    episode = Episode(segments=[first, second])
+    plain = Completion(token_ids=[30, 31, 2], logprobs=[-2.0, -2.5, -0.2])
+    groups = [Group(Example(prompt="p"), [1, 5, 6], [episode.completion()], ["t"], np.zeros(1), episodes=[episode]),
+              Group(Example(prompt="q"), [1, 8], [plain], ["u"], np.zeros(1))]
+    rollouts = StepRollouts(groups, 0.0, 0.0)
+    score_groups(teacher, rollouts)
+    streams = [(ScoreRow([1, 5, 6, 20, 21, 40, 41, 22], 3), [3, 4, 7]), (ScoreRow([1, 7, 23, 24, 2], 2), [2, 3, 4]),
+               (ScoreRow([1, 8, 30, 31, 2], 2), [2, 3, 4])]
+    want = []
+    for row, sampled in streams:
+        lps = direct_at(row.tokens)
+        want.append([lps[j] for j in sampled])
+    assert groups[0].teacher_logprobs is not None and groups[1].teacher_logprobs is not None
+    got_episode, got_plain = groups[0].teacher_logprobs[0].tolist(), groups[1].teacher_logprobs[0].tolist()
+    assert len(got_episode) == 6 and len(got_plain) == 3
+    assert max(abs(a - b) for a, b in zip(got_episode, want[0] + want[1], strict=True)) < 1e-5
+    assert max(abs(a - b) for a, b in zip(got_plain, want[2], strict=True)) < 1e-5
+    student = [-1.0, -2.0, -3.0, -1.5, -0.5, -0.1, -2.0, -2.5, -0.2]
+    mean_gap = float(np.mean(np.array(student) - np.array(got_episode + got_plain)))
+    assert rollouts.teacher_metrics["teacher/kl"] == pytest.approx(mean_gap)
+    assert rollouts.teacher_metrics["teacher/tokens"] == 9.0
+
+
+def direct_at(tokens: list[int]) -> dict[int, float]:
+    """log p(tokens[j] | tokens[:j]) under tiny (seed 0), by position j."""
+    model = load_model(TINY, seed=0).eval()
+    with torch.no_grad():
+        lps = torch.log_softmax(model(input_ids=torch.tensor([tokens])).logits[0].float(), dim=-1)
+    return {j: float(lps[j - 1, tokens[j]]) for j in range(1, len(tokens))}
