@@ -8,13 +8,15 @@ The teacher is the demo's RL-trained policy: BENCH_TEACHER names its weights (a
 `train_full_model` run's adapter folder); unset, the demo is trained here first for
 BENCH_TEACHER_STEPS RL steps (default 800) and its final weights are the teacher. Per seed
 both arms run the demo's config with that seed, so they start from the very same warmup
-(deterministic): `rl` as the demo trains, `distill` with `[teacher] model = "tiny"`, `adapter`
-= the teacher, `reward_coef = 0` (pure distillation) and `kl_coef = 1`. Same prompts per step,
-same sampling budget (16 prompts x 8 completions, temperature 1), same optimizer. Held-out
+(deterministic): `rl` as the demo trains (16 prompts x 8 completions), `distill` with `[teacher]
+model = "tiny"`, `adapter` = the teacher, `reward_coef = 0` (pure distillation), `kl_coef = 1`,
+BENCH_DISTILL_GROUP completions per prompt (default 1: no group baseline is needed, so 128
+prompts x 1), so both sample the same 128 completions a step at temperature 1, and lr
+BENCH_DISTILL_LR (default 1e-3; RL keeps the demo's 3e-4), the same optimizer otherwise. Held-out
 pass@1 (8 samples on each of the 16 held-out sums) is measured before RL and every
 BENCH_EVAL_EVERY RL steps (default 10); an arm stops (Ctrl-C: it saves and exits) at the first
 evaluation with pass@1 >= BENCH_TARGET (default 0.8), or after BENCH_STEPS RL steps (default
-400). Per run: the RL steps to the target, the wall time of those steps (their step_time_s:
+600). Per run: the RL steps to the target, the wall time of those steps (their step_time_s:
 sampling, the teacher's scoring, training; evaluation excluded), pass@1 before RL and at the
 last evaluation, s/step. The arms of a seed run one after the other, alternating which goes
 first, so the machine's load hits both alike. BENCH_THREADS: torch threads per run (default 1),
@@ -52,9 +54,17 @@ def toml_text(table: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def demo_config(folder: Path, *, seed: int, steps: int, eval_every: int, teacher: Path | None) -> Path:
+def demo_config(folder: Path, *, seed: int, steps: int, eval_every: int, teacher: Path | None,
+                group: int = 0, lr: float = 0.0) -> Path:
+    """The demo with `seed`; with `teacher`, distilling from it, `group` completions per prompt
+    and as many more prompts as keep the completions per step the demo's, at `lr` (0: the demo's)."""
     config = tomllib.loads(DEMO.read_text())
     config["training"].update({"seed": seed, "max_steps": steps, "save_every": steps})
+    if teacher is not None:
+        t = config["training"]
+        if group:
+            t["batch_size"], t["group_size"] = t["batch_size"] * t["group_size"] // group, group
+        t["lr"] = lr or t["lr"]
     config["eval"] = {"before_train": True, "every": eval_every, "at_end": True, "k": 8}
     config["backend"]["adapter_path"] = str(folder / "adapters")
     config["logging"] = {"log_dir": str(folder / "logs")}
@@ -135,10 +145,12 @@ def teacher_weights(root: Path, env: dict[str, str]) -> tuple[Path, float]:
 def main() -> None:
     seeds = range(int(os.environ.get("BENCH_FIRST_SEED", "1")),
                   int(os.environ.get("BENCH_FIRST_SEED", "1")) + int(os.environ.get("BENCH_SEEDS", "3")))
-    steps = int(os.environ.get("BENCH_STEPS", "400"))
+    steps = int(os.environ.get("BENCH_STEPS", "600"))
     every = int(os.environ.get("BENCH_EVAL_EVERY", "10"))
     target = float(os.environ.get("BENCH_TARGET", "0.8"))
     threads = os.environ.get("BENCH_THREADS", "1")
+    group = int(os.environ.get("BENCH_DISTILL_GROUP", "1"))
+    lr = float(os.environ.get("BENCH_DISTILL_LR", "1e-3"))
     root = Path(os.environ.get("BENCH_ROOT") or tempfile.mkdtemp(prefix="bench-distill-"))
     env = {**os.environ, "OMP_NUM_THREADS": threads, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     started = time.perf_counter()
@@ -150,13 +162,14 @@ def main() -> None:
             folder = root / f"{arm}-s{seed}"
             if not (folder / "logs" / "eval.jsonl").is_file():
                 config = demo_config(folder, seed=seed, steps=steps, eval_every=every,
-                                     teacher=teacher if arm == "distill" else None)
+                                     teacher=teacher if arm == "distill" else None, group=group, lr=lr)
                 run(config, env, target)
             arms[arm].append({"seed": seed, **summary(folder / "logs", target)})
     fewer = [d["steps_to_target"] is not None and (r["steps_to_target"] is None
                                                   or d["steps_to_target"] < r["steps_to_target"])
              for r, d in zip(arms["rl"], arms["distill"], strict=True)]
     print(json.dumps({"teacher": str(teacher), "teacher_pass1": teacher_pass1, "target": target,
+                      "distill_shape": {"prompts": 128 // group, "group": group, "lr": lr},
                       "max_rl_steps": steps, "eval_every": every, "arms": arms,
                       "distill_fewer_steps_every_seed": all(fewer), "root": str(root),
                       "wall_s": round(time.perf_counter() - started, 1)}))

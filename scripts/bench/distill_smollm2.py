@@ -7,7 +7,7 @@ and held-out pass@1, as one JSON object.
 
 The teacher is SmolLM2 with an RL-trained LoRA adapter merged in: retrain trains it here first
 on single-digit sums (seed 1, a 10-step supervised warmup for the \\boxed{} form, then
-BENCH_TEACHER_STEPS GRPO steps, default 30, `partial` reward), merges it and saves the merged
+BENCH_TEACHER_STEPS GRPO steps, default 10, `partial` reward), merges it and saves the merged
 model with its tokenizer; BENCH_TEACHER names such a folder instead. The student is the base
 model. Per seed both trainers distil BENCH_STEPS steps (default 20) of 8 prompts x 1 completion
 of at most 16 tokens, temperature 1, LoRA r16 (alpha 32) on every linear layer of the blocks,
@@ -83,8 +83,11 @@ def config(folder: Path, model: Path, seed: int, steps: int, lr: float, *, teach
 
 
 def retrain(cfg: Path, env: dict[str, str]) -> None:
-    with (cfg.parent / "stdout.log").open("w") as out:
-        subprocess.run([sys.executable, "-m", "retrain.cli", str(cfg)], cwd=cfg.parent, env=env, stdout=out,
+    """Train `cfg`, resuming the run its log directory holds when an earlier call was stopped."""
+    logs = cfg.parent / "logs"
+    resume = ["--resume", str(logs)] if (logs / "trainer_state.json").is_file() else []
+    with (cfg.parent / "stdout.log").open("a") as out:
+        subprocess.run([sys.executable, "-m", "retrain.cli", str(cfg), *resume], cwd=cfg.parent, env=env, stdout=out,
                        stderr=subprocess.STDOUT, check=True)
 
 
@@ -125,6 +128,38 @@ def problems_in_order(path: Path, seed: int, count: int) -> None:
                             for ex in rows))
 
 
+def paired_seed(folder: Path, python: Path, model: Path, teacher: Path, seed: int, steps: int, lr: float,
+                env: dict[str, str]) -> dict[str, Any]:
+    """TRL's GKD, then retrain's distillation, on the seed's problems: their s/step and pass@1."""
+    data = folder / "problems.jsonl"
+    problems_in_order(data, seed, steps * PROMPTS)
+    print(f"== seed {seed}: trl", file=sys.stderr, flush=True)
+    done = subprocess.run([str(python), str(PEER / "trl_gkd.py"), "--model", str(model), "--teacher", str(teacher),
+                           "--data", str(data), "--seed", str(seed), "--steps", str(steps), "--prompts", str(PROMPTS),
+                           "--max-tokens", str(MAX_TOKENS), "--lr", str(lr), "--rank", str(RANK),
+                           "--out", str(folder / "trl-adapter")], capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"trl_gkd.py failed:\n{done.stderr[-3000:]}")
+    trl = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"== seed {seed}: retrain", file=sys.stderr, flush=True)
+    cfg = config(folder / "retrain", model, seed, steps, lr, teacher=teacher)
+    retrain(cfg, env)
+    rows = [json.loads(line) for line in (folder / "retrain" / "logs" / "metrics.jsonl").read_text().splitlines()]
+    ours = [r["step_time_s"] for r in rows]
+    return {
+        "seed": seed,
+        "base_pass1": held_out_pass1(cfg, env, None),
+        "trl": {"s_per_step": round(statistics.fmean(trl["step_times"]), 2),
+                "pass1": held_out_pass1(cfg, env, folder / "trl-adapter"), "peak_rss_mb": round(trl["peak_rss_mb"]),
+                "loss_first_last": [round(trl["losses"][0], 4), round(trl["losses"][-1], 4)]},
+        "retrain": {"s_per_step": round(statistics.fmean(ours), 2),
+                    "pass1": held_out_pass1(cfg, env, folder / "retrain" / "adapters" / "final"),
+                    "peak_rss_mb": round(max(r["process_max_rss_mb"] for r in rows)),
+                    "teacher_kl_first_last": [round(rows[0]["teacher/kl"], 4), round(rows[-1]["teacher/kl"], 4)],
+                    "teacher_time_s": round(statistics.fmean(r["teacher/time_s"] for r in rows), 3)},
+    }
+
+
 def main() -> None:
     steps = int(os.environ.get("BENCH_STEPS", "20"))
     first = int(os.environ.get("BENCH_FIRST_SEED", "1"))
@@ -149,39 +184,15 @@ def main() -> None:
     started = time.perf_counter()
     root = Path(os.environ.get("BENCH_ROOT") or tempfile.mkdtemp(prefix="bench-distill-smollm2-"))
     env = env_of(threads)
-    teacher, teacher_pass1 = merged_teacher(root, model, env, int(os.environ.get("BENCH_TEACHER_STEPS", "30")))
+    teacher, teacher_pass1 = merged_teacher(root, model, env, int(os.environ.get("BENCH_TEACHER_STEPS", "10")))
     runs: list[dict[str, Any]] = []
     for seed in seeds:
         folder = root / f"seed{seed}"
-        data = folder / "problems.jsonl"
-        folder.mkdir(parents=True, exist_ok=True)
-        problems_in_order(data, seed, steps * PROMPTS)
-        print(f"== seed {seed}: trl", file=sys.stderr, flush=True)
-        done = subprocess.run([str(python), str(PEER / "trl_gkd.py"), "--model", str(model), "--teacher", str(teacher),
-                               "--data", str(data), "--seed", str(seed), "--steps", str(steps), "--prompts",
-                               str(PROMPTS), "--max-tokens", str(MAX_TOKENS), "--lr", str(lr), "--rank", str(RANK),
-                               "--out", str(folder / "trl-adapter")],
-                              capture_output=True, text=True, env=env, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"trl_gkd.py failed:\n{done.stderr[-3000:]}")
-        trl = json.loads(done.stdout.strip().splitlines()[-1])
-        print(f"== seed {seed}: retrain", file=sys.stderr, flush=True)
-        cfg = config(folder / "retrain", model, seed, steps, lr, teacher=teacher)
-        retrain(cfg, env)
-        rows = [json.loads(line) for line in (folder / "retrain" / "logs" / "metrics.jsonl").read_text().splitlines()]
-        ours = [r["step_time_s"] for r in rows]
-        runs.append({
-            "seed": seed,
-            "base_pass1": held_out_pass1(cfg, env, None),
-            "trl": {"s_per_step": round(statistics.fmean(trl["step_times"]), 2),
-                    "pass1": held_out_pass1(cfg, env, folder / "trl-adapter"), "peak_rss_mb": round(trl["peak_rss_mb"]),
-                    "loss_first_last": [round(trl["losses"][0], 4), round(trl["losses"][-1], 4)]},
-            "retrain": {"s_per_step": round(statistics.fmean(ours), 2),
-                        "pass1": held_out_pass1(cfg, env, folder / "retrain" / "adapters" / "final"),
-                        "peak_rss_mb": round(max(r["process_max_rss_mb"] for r in rows)),
-                        "teacher_kl_first_last": [round(rows[0]["teacher/kl"], 4), round(rows[-1]["teacher/kl"], 4)],
-                        "teacher_time_s": round(statistics.fmean(r["teacher/time_s"] for r in rows), 3)},
-        })
+        result = folder / "result.json"  # a seed done by an earlier, stopped call is not run again
+        if not result.is_file():
+            folder.mkdir(parents=True, exist_ok=True)
+            result.write_text(json.dumps(paired_seed(folder, python, model, teacher, seed, steps, lr, env)))
+        runs.append(json.loads(result.read_text()))
     trl_s = statistics.fmean(r["trl"]["s_per_step"] for r in runs)
     ours_s = statistics.fmean(r["retrain"]["s_per_step"] for r in runs)
     print(json.dumps({
