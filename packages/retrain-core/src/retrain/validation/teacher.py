@@ -1,17 +1,14 @@
 """The scorers beside the reward: `[teacher]` (on-policy distillation) and `[reward] type =
 "model"` (a reward model). What each needs of the rest of the config; a backend is judged by
-its declared capabilities (`teacher_models`, `preserves_token_advantages`), never its name."""
+its declared capabilities (`teacher_models`, `preserves_token_advantages`), never its name.
+Their URLs are checked with every other URL (`urls.py`)."""
 
 from __future__ import annotations
-
-import re
 
 from retrain.config.errors import ConfigIssue
 from retrain.config.schema import TrainConfig
 from retrain.validation.backend import backend_capabilities, or_backend
 from retrain.validation.built import NOT_BUILT_TEXT
-
-_URL = re.compile(r"^https?://[^/\s]+")
 
 
 def check_teacher(c: TrainConfig) -> list[ConfigIssue]:
@@ -24,9 +21,6 @@ def check_teacher(c: TrainConfig) -> list[ConfigIssue]:
         issues.append(ConfigIssue(f"distillation trains in the RL trainer, not trainer = {c.training.trainer!r}",
                                   key=key, hint='trainer = "retrain", or remove [teacher]'))
     if t.url:
-        if not _URL.match(t.url):
-            issues.append(ConfigIssue(f"{t.url!r} must be an http:// or https:// URL", key="[teacher] url",
-                                      hint='url = "http://127.0.0.1:8000/v1"'))
         if not t.model:
             issues.append(ConfigIssue("must name the model the server serves", key="[teacher] model",
                                       hint='model = "<the served model name>"'))
@@ -57,9 +51,6 @@ def check_reward_model(c: TrainConfig) -> list[ConfigIssue]:
     if not r.model:
         issues.append(ConfigIssue("type = model needs the reward model", key="[reward] model",
                                   hint='model = "path/to/a/sequence-classification/checkpoint"'))
-    if r.model_url and not _URL.match(r.model_url):
-        issues.append(ConfigIssue(f"{r.model_url!r} must be an http:// or https:// URL", key="[reward] model_url",
-                                  hint='model_url = "http://127.0.0.1:8000"'))
     if "{response}" not in r.model_template:
         issues.append(ConfigIssue("must hold {response}, where the completion goes", key="[reward] model_template",
                                   hint='model_template = "{prompt}\\n{response}"'))
