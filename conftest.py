@@ -164,6 +164,73 @@ def judge_server():  # type: ignore[no-untyped-def]
     server.close()
 
 
+class ClassifyServer:
+    """A real server of vLLM's `POST /classify` contract on 127.0.0.1 (stdlib http.server, a
+    thread), standing in for a reward model's server, answering as `mode` says: "ok" (per text,
+    `logit(text)`, and `labels` logits when more than one), "503"/"401" (that status;
+    `fail_first` > 0 fails only the first N requests), "garbage" (HTTP 200, not JSON), "stall"
+    (no answer for `stall_s`). It records every request body (with its path) and header."""
+
+    @staticmethod
+    def logit(text: str) -> float:
+        return sum(ch.isdigit() for ch in text) - 2.0
+
+    def __init__(self) -> None:
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.mode, self.fail_first, self.stall_s, self.labels = "ok", 0, 30.0, 1
+        self.requests: list[dict[str, object]] = []
+        self.headers: list[dict[str, str]] = []
+        server, lock = self, threading.Lock()
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None: ...
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                with lock:
+                    server.requests.append({"path": self.path, **body})
+                    server.headers.append(dict(self.headers))
+                    n = len(server.requests)
+                mode = server.mode if not server.fail_first or n <= server.fail_first else "ok"
+                if mode == "stall":
+                    time.sleep(server.stall_s)
+                    return
+                if mode in ("503", "401"):
+                    self._send(int(mode), b'{"error": "nope"}')
+                elif mode == "garbage":
+                    self._send(200, b"<html>not a classification</html>")
+                else:
+                    data = [{"index": i, "label": None, "num_classes": server.labels,
+                             "probs": [server.logit(t) + k for k in range(server.labels)]}
+                            for i, t in enumerate(body["input"])]
+                    self._send(200, json.dumps({"object": "list", "data": data}).encode())
+
+            def _send(self, status: int, data: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def rm_server():  # type: ignore[no-untyped-def]
+    server = ClassifyServer()
+    yield server
+    server.close()
+
+
 @pytest.fixture(scope="session")
 def build_once(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """build_once(name, build) -> a folder that `build(folder)` filled, once per session.

@@ -123,7 +123,7 @@ def test_init_writes_files_of_their_own(clone: Path) -> None:
     res = retrain_in(clone, "init", "-t", "cpu")
     assert res.returncode == 2 and "error: retrain.toml already exists — refusing to overwrite" in res.stderr
     res = retrain_in(clone, *argv("uv run retrain init -i --output mine.toml"))
-    assert res.returncode == 1 and "retrain init -i needs a terminal" in res.stderr
+    assert res.returncode == 2 and "retrain init -i needs a terminal" in res.stderr
     assert not (clone / "mine.toml").exists()
     if not gpu_visible():
         res = retrain_in(clone, *argv("uv run retrain init -t quickstart --output gpu.toml"))

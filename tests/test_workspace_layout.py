@@ -169,7 +169,7 @@ CORE_FLOORS = {
     "registry": 3,
     "backends": 4, "advantages": 4, "planning": 4,
     "rewards": 5,
-    "rollout": 6, "data": 6,
+    "rollout": 6, "data": 6, "teacher": 6,
     "evaluation": 7, "environments": 7,
     "validation": 8,
     "training": 9,

@@ -143,3 +143,22 @@ class Messages:
 
     def finish(self, summary: Any) -> None:
         self.summary = summary
+
+
+def tiny_classifier(folder: Path) -> Path:
+    """A tiny random Qwen3 sequence classifier (one label) with tiny's tokenizer."""
+    import torch
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    from retrain.models.load import ModelSpec, load_tokenizer
+    from retrain.models.tiny import ASSETS
+
+    raw = json.loads((ASSETS / "config.json").read_text())
+    raw.pop("architectures")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(3)
+        model = AutoModelForSequenceClassification.from_config(AutoConfig.for_model(raw.pop("model_type"), **raw,
+                                                                                    num_labels=1))
+    model.save_pretrained(str(folder))
+    load_tokenizer(ModelSpec("tiny")).save_pretrained(str(folder))
+    return folder

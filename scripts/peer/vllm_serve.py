@@ -73,17 +73,22 @@ def server_environ(threads: int) -> dict[str, str]:
 
 
 def start(python: Path, root: Path, model: Path, *, api_key: str, port: int = 0,
-          max_loras: int = MAX_LORAS, extra: Sequence[str] = ()) -> VllmServer:
+          max_loras: int = MAX_LORAS, classifier: bool = False, extra: Sequence[str] = ()) -> VllmServer:
     """`vllm serve MODEL` from the environment of `python`, answering once GET /v1/models
-    does; its output goes to `root/vllm.log`. Stopped again if it does not start. `extra`:
-    more arguments of `vllm serve` (`--lora-modules NAME=FOLDER`)."""
+    does; its output goes to `root/vllm.log`. Stopped again if it does not start. `classifier`:
+    MODEL is a sequence classifier served for `/classify` (vLLM's pooling runner), without
+    LoRA or sampling settings. `extra`: more arguments of `vllm serve` (`--lora-modules NAME=FOLDER`)."""
     root.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     log = root / "vllm.log"
     cmd = [str(python.parent / "vllm"), "serve", str(model), "--host", "127.0.0.1", "--port", str(port),
-           "--api-key", api_key, "--enable-lora", "--max-loras", str(max_loras), "--max-lora-rank",
-           str(MAX_LORA_RANK), "--dtype", "float32", "--max-model-len", "512",
-           "--logprobs-mode", "processed_logprobs", *extra]
+           "--api-key", api_key, "--dtype", "float32", "--max-model-len", "512"]
+    if classifier:
+        cmd += ["--runner", "pooling"]
+    else:
+        cmd += ["--enable-lora", "--max-loras", str(max_loras), "--max-lora-rank", str(MAX_LORA_RANK),
+                "--logprobs-mode", "processed_logprobs"]
+    cmd += list(extra)
     threads = max(1, min(2, os.cpu_count() or 1))
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=server_environ(threads), cwd=root,

@@ -187,7 +187,7 @@ def test_backends_json(cli, fake_backend) -> None:  # type: ignore[no-untyped-de
         installed = bool(metadata.entry_points(group="retrain.backends", name=name))
         assert by_name[name]["installed"] is installed, name
         # 2.0: each definition states its own capabilities and options; 2.1: tinker's checkpoint record;
-        # 2.2: local's prompt tokenizer and the local and unsloth exporters
+        # 2.2: local's prompt tokenizer and the local and unsloth exporters; local's teacher models
         built_against = {"tinker": "2.1", "local": "2.2", "unsloth": "2.2"}[name]
         assert by_name[name]["contract"] == (built_against if installed else None), name
     local = bool(metadata.entry_points(group="retrain.backends", name="local"))

@@ -63,7 +63,7 @@ def test_init_interactive_on_a_terminal(tmp_path: Path) -> None:
 def test_init_interactive_without_a_terminal(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "retrain.cli", "init", "-i"], cwd=tmp_path, input="2\n40\n7\n\n",
                           capture_output=True, text=True, timeout=60, check=False)
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # a usage error, like every bad input
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "needs a terminal" in lines[0] and "--template" in lines[0]
     assert not (tmp_path / "retrain.toml").exists()

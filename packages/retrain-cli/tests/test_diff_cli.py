@@ -50,3 +50,22 @@ def test_diff_plot(tmp_path, make_run, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     missing = invoke("diff", str(a), str(b), "--plot", str(tmp_path / "y.png"))
     assert missing.exit_code == 2 and "install matplotlib" in missing.stderr
+
+
+def test_a_distilling_run_shows_its_teacher_kl_and_time_in_status_and_diff(tmp_path, make_run, row):
+    rows = [{**row(i), "teacher/kl": 0.5 - 0.1 * i, "teacher/time_s": 0.25} for i in range(3)]
+    distilled = make_run(tmp_path / "logs" / "distilled", rows=rows, final=True)
+    plain = make_run(tmp_path / "logs" / "plain", rows=[row(i) for i in range(3)], final=True)
+    status = invoke("status", str(tmp_path / "logs"))
+    assert status.exit_code == 0, status.output
+    (line,) = [x for x in status.stdout.splitlines() if "distilled" in x]
+    assert "teacher_kl=0.3000" in line and "teacher_t=0.25s" in line
+    assert "teacher_kl" not in next(x for x in status.stdout.splitlines() if "plain" in x)
+    data = json.loads(invoke("status", str(tmp_path / "logs"), "--json").stdout)
+    (summary,) = [r for r in data["runs"] if r["path"].endswith("distilled")]
+    assert summary["teacher_kl"] == 0.3 and summary["teacher_time_s"] == 0.25
+    diff = json.loads(invoke("diff", str(distilled), str(plain), "--json").stdout)
+    assert diff["final_a"]["teacher/kl"] == 0.3 and diff["final_b"]["teacher/kl"] is None
+    assert diff["perf_a"]["mean_teacher/time_s"] == 0.25 and "mean_teacher/time_s" not in diff["perf_b"]
+    text = invoke("diff", str(distilled), str(plain)).stdout
+    assert "teacher/kl" in text and "mean_teacher/time_s" in text

@@ -52,7 +52,13 @@ ADDED_FIELDS = {"data_path", "data_difficulty", "data_name", "data_subset", "dat
                 "dynamic_sampling_max_rounds", "overlong_buffer", "overlong_penalty_factor",
                 "mask_truncated_completions", "reward_judge_base_url", "reward_judge_api_key_env",
                 "reward_judge_client", "reward_judge_concurrency", "reward_judge_retries", "trackers",
-                "tracker_project"}
+                "tracker_project",
+                # a reward model ([reward] type = "model") and on-policy distillation ([teacher])
+                "reward_model", "reward_model_url", "reward_model_api_key_env", "reward_model_batch_size",
+                "reward_model_template", "reward_model_score", "reward_model_label", "reward_model_device",
+                "teacher_model", "teacher_adapter", "teacher_url", "teacher_api_key_env", "teacher_kl_coef",
+                "teacher_reward_coef", "teacher_dtype", "teacher_device", "teacher_batch_size", "teacher_timeout_s",
+                "teacher_retries", "teacher_concurrency"}
 
 
 def test_every_reference_field_plus_documented_additions() -> None:

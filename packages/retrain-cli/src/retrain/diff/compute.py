@@ -5,7 +5,9 @@ their own step counter) apart: finals from the last RL row (and `sft_loss` from 
 warmup row), RL steps and warmup steps each as `retrain status` counts them (the last row's
 step + 1), wall time as the sum of every row's step time, per-step correct-rate curves and
 performance means over the RL rows (the warmup rows' for a run with no RL row). A run that
-evaluates adds the metrics of its last held-out evaluation (eval.jsonl) to its finals.
+evaluates adds the metrics of its last held-out evaluation (eval.jsonl) to its finals; one that
+distils, its last step's mean KL to the teacher (`teacher/kl`, lower is nearer), and the mean
+of the teacher's time per step to its performance.
 
 A side wins a metric only when the metric has a direction (DIRECTIONS); loss, time shares and
 the other metrics are shown without a winner.
@@ -30,7 +32,9 @@ from retrain.status.scan import resolve_log_dir
 FINAL_FIELDS = ("loss", "correct_rate", "mean_reward")
 SERIES_FIELDS = (*PLOT_FIELDS, EVAL_FIELD, SFT_LOSS)
 MEAN_FIELDS = ("step_time_s", "sample_time_s", "train_time_s", "tokens_per_second", "sample_share", "train_share",
-               "train_tokens_per_s", "mfu")
+               "train_tokens_per_s", "mfu", "teacher/time_s")
+#: on-policy distillation's: in the finals of a run whose rows have it ([teacher])
+TEACHER_KL = "teacher/kl"
 PEAK_FIELD = "process_max_rss_mb"
 CURVE_FIELD = "correct_rate"
 HIGHER, LOWER = 1, -1
@@ -47,6 +51,7 @@ DIRECTIONS: dict[str, int] = {
     "mean_train_tokens_per_s": HIGHER,
     "mean_mfu": HIGHER,
     "peak_process_max_rss_mb": LOWER,
+    TEACHER_KL: LOWER,  # nearer the teacher
 }
 TIE = 1e-9
 
@@ -92,6 +97,8 @@ def load_run(path: Path, label: str | None = None) -> Side:
     final = {name: number(last.get(name)) for name in FINAL_FIELDS}
     if sft.last is not None:
         final[SFT_LOSS] = number(sft.last.get("loss"))
+    if TEACHER_KL in last:
+        final[TEACHER_KL] = number(last.get(TEACHER_KL))
     return Side(
         label=label or str(path),
         final={**final, **held_out_finals(metrics.parent)},

@@ -1,5 +1,6 @@
-"""The FastAPI application: OpenAI's completions, chat completions and models endpoints, vLLM's
-LoRA adapter endpoints and token-in/token-out /inference/v1/generate (verifiers' TrainClient
+"""The FastAPI application: OpenAI's completions (with vLLM's `prompt_logprobs`: the logprob of
+every prompt token, what a distillation teacher answers), chat completions and models
+endpoints, vLLM's LoRA adapter endpoints and token-in/token-out /inference/v1/generate (verifiers' TrainClient
 renders prompts to ids and samples through it), /health and Prometheus /metrics.
 
 Every answer that is not a success is OpenAI's error object with the offending field in
@@ -109,7 +110,8 @@ def _serve_request(body: CompletionRequest | ChatRequest, prompts: list[list[int
                    adapter: str | None, top_n: int) -> ServeRequest:
     return ServeRequest(prompts=prompts, n=body.n, params=params, adapter=adapter, seed=body.seed, top_n=top_n,
                         stop=body.stops, include_stop=body.include_stop_str_in_output,
-                        skip_special_tokens=body.skip_special_tokens)
+                        skip_special_tokens=body.skip_special_tokens,
+                        prompt_logprobs=getattr(body, "prompt_logprobs", None))
 
 
 class _Routes:
@@ -283,6 +285,12 @@ class _View:
         choice["token_ids"] = ids
         return choice
 
+    def _prompt_logprobs(self, scored: list[dict[int, tuple[float, int]] | None]) -> list[dict[str, Any] | None]:
+        """vLLM's layout: per prompt position null (the first) or {token id: {logprob, rank, decoded_token}}."""
+        return [None if entry is None else
+                {str(t): {"logprob": lp, "rank": rank, "decoded_token": self.engine.decode([t], False)} for t, (lp, rank) in entry.items()}
+                for entry in scored]
+
     def _usage(self, prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
         return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                 "total_tokens": prompt_tokens + completion_tokens}
@@ -293,6 +301,8 @@ class _View:
         for index, row in enumerate(rows):
             choice = self._choice(index, row.text, row.token_ids, row.logprobs, row.top, row.finish_reason)
             choice["prompt_token_ids"] = prompts[index // n]
+            if row.prompt_logprobs is not None:
+                choice["prompt_logprobs"] = self._prompt_logprobs(row.prompt_logprobs)
             choices.append(choice)
         return {"id": self.id, "object": self.object, "created": self.created, "model": self.body.model,
                 "choices": choices, "usage": self._usage(prompt_tokens, sum(len(r.token_ids) for r in rows))}

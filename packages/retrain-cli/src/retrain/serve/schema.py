@@ -84,6 +84,8 @@ class CompletionRequest(Sampling):
     prompt: str | list[int] | list[str] | list[list[int]]
     max_tokens: Count | None = 16
     logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
+    #: vLLM's extension: each prompt token's logprob and this many top alternatives per position
+    prompt_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
     echo: bool = False
     best_of: Count | None = None
     suffix: str | None = None
@@ -115,6 +117,8 @@ class CompletionRequest(Sampling):
     def _best_of(self) -> CompletionRequest:
         if self.best_of is not None and self.best_of != self.n:
             raise ValueError("best_of must equal n (retrain serve returns every sample)")
+        if self.prompt_logprobs is not None and self.stream:
+            raise ValueError("prompt_logprobs are not available when stream = true")
         return self
 
 

@@ -142,6 +142,8 @@ def run_line(r: RunSummary) -> str:
         ("enqueue", enqueue, _pct),
         ("step_t", r.latest_step_time_s, lambda v: f"{v:.2f}s"),
         ("rss", r.process_max_rss_mb, lambda v: f"{v:.0f}MB"),
+        ("teacher_kl", r.teacher_kl, lambda v: f"{v:.4f}"),
+        ("teacher_t", r.teacher_time_s, lambda v: f"{v:.2f}s"),
         ("pid", r.pid, lambda v: f"{v}{'' if r.alive else ' (gone)'}"),
         ("trainer", r.trainer, str),
         ("resume", r.resume_mode, str),

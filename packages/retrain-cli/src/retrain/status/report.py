@@ -52,6 +52,10 @@ class RunSummary(msgspec.Struct, kw_only=True):
     train_submit_enqueue_time_s: float | None = None
     train_submit_enqueue_share: float | None = None
     process_max_rss_mb: float | None = None
+    #: on-policy distillation ([teacher]): the latest step's mean per-token KL to the teacher
+    #: (`teacher/kl`) and the seconds the teacher's scoring took (`teacher/time_s`)
+    teacher_kl: float | None = None
+    teacher_time_s: float | None = None
     last_update: float | None = None
     age_s: float | None = None
     #: the latest held-out evaluation (eval.jsonl): after how many RL steps, with k samples

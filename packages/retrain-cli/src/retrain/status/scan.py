@@ -173,6 +173,8 @@ def _last_row_fields(last: dict[str, Any]) -> dict[str, Any]:
         "train_submit_enqueue_time_s": number(last.get("train_submit_enqueue_time_s")),
         "train_submit_enqueue_share": number(last.get("train_submit_enqueue_share")),
         "process_max_rss_mb": number(last.get("process_max_rss_mb")),
+        "teacher_kl": number(last.get("teacher/kl")),
+        "teacher_time_s": number(last.get("teacher/time_s")),
     }
 
 

@@ -30,7 +30,8 @@ ENTRY_POINT_GROUP = "retrain.backends"
 VALIDATION_FLAGS = ("multi_device", "service_settings", "samples_apart_from_training", "full_token_distributions", "inference_servers",
                     "sampler_correction", "ppo_clipping", "optimizer_batch", "exclusive_precisions",
                     "seeded_options", "strict_advantages", "local_devices", "sampler_truncation",
-                    "max_async_level", "in_process_async", "tensor_objectives", "routing_replay_engines")
+                    "max_async_level", "in_process_async", "tensor_objectives", "routing_replay_engines",
+                    "teacher_models")
 
 
 def _plain(value: Any) -> Any:
@@ -110,6 +111,9 @@ class BackendCapabilities:
     # the [inference] engines whose expert choices it records while sampling a mixture-of-experts
     # model and replays in its training forward ([inference] routing_replay); () refuses it
     routing_replay_engines: tuple[str, ...] = ()
+    # loads a [teacher] model beside the student (retrain.backends.protocol.TeacherHost); a
+    # [teacher] url works with every backend
+    teacher_models: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -24,7 +24,8 @@ from retrain.types import Completion, Datum, SamplingParams, TrainOutput
 #: `samples_apart_from_training` and `refused_settings`; `not_built_options` was added. 2.1 added
 #: `checkpoint_record` and `check_record` (a checkpoint that is a record of remote state). 2.2 added
 #: `tokenizer` (the prompts' tokenizer without the model, for `retrain data`) and `export`
-#: (`retrain export`'s writer of the trained weights, retrain.backends.export).
+#: (`retrain export`'s writer of the trained weights, retrain.backends.export), and the optional
+#: TeacherHost with the `teacher_models` capability (on-policy distillation).
 BACKEND_CONTRACT: Contract = (2, 2)
 
 
@@ -137,4 +138,16 @@ class AdapterLoader(Protocol):
     def load_adapter(self, path: str) -> None:
         """Load the trained weights of a `save_adapter` folder or a checkpoint; the optimizer
         and the random streams are left as they are."""
+        ...
+
+
+@runtime_checkable
+class TeacherHost(Protocol):
+    """A backend that loads a `[teacher] model` beside its student for on-policy distillation
+    (optional, contract 2.2; its definition declares `BackendCapabilities.teacher_models`)."""
+
+    def load_teacher(self, config: Any) -> Any:
+        """The `[teacher]` of `config` (a TrainConfig) as a `retrain.teacher.protocol.Teacher`:
+        frozen, in eval mode, in `[teacher] dtype`, on the student's device or the CPU; raises
+        `retrain.teacher.tokens.TokenizerMismatch` when its tokenizer is not the student's."""
         ...

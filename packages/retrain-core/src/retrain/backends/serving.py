@@ -40,6 +40,8 @@ class ServeRequest:
     include_stop: bool = False
     skip_special_tokens: bool = True
     on_token: Callable[[TokenEvent], None] | None = None  # called on the worker thread
+    #: vLLM's `prompt_logprobs`: score every prompt token (and this many top alternatives); None: no
+    prompt_logprobs: int | None = None
 
 
 @dataclass
@@ -49,6 +51,9 @@ class ServedRow:
     finish_reason: str
     text: str
     top: list[list[tuple[int, float]]] | None = None
+    #: per prompt position (None at the first), {token id: (logprob, rank)}: the prompt's own token
+    #: and the top alternatives asked for; None when the request did not ask
+    prompt_logprobs: list[dict[int, tuple[float, int]] | None] | None = None
 
 
 UNAUTHORIZED = "a valid API key is required (Authorization: Bearer <key>)"

@@ -35,6 +35,7 @@ from retrain.config.sections.backend import (
 from retrain.config.sections.base import F, JsonTable, Section
 from retrain.config.sections.run import LoggingConfig, PluginsConfig, ResumeConfig
 from retrain.config.sections.task import DataConfig, EnvironmentConfig, EvalConfig, RewardConfig
+from retrain.config.sections.teacher import TeacherConfig
 from retrain.config.sections.training import (
     LOSS_AGGREGATIONS,
     MAX_ASYNC_LEVEL,
@@ -54,7 +55,7 @@ __all__ = [
     "EnvironmentConfig", "EvalConfig", "F", "GtpoConfig", "HicraConfig", "InferenceConfig", "JsonTable",
     "LoggingConfig", "LoraConfig", "LossAggregation", "ModelConfig", "OptimizerBatchConfig", "OptimizerConfig",
     "PlanningConfig", "PluginsConfig", "RatioLevel", "ResumeConfig", "RewardConfig",
-    "Section", "SepaConfig", "SqueezeConfig", "TrainConfig", "TrainerName", "TrainingConfig",
+    "Section", "SepaConfig", "SqueezeConfig", "TeacherConfig", "TrainConfig", "TrainerName", "TrainingConfig",
 ]
 
 
@@ -71,6 +72,7 @@ class TrainConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     planning: PlanningConfig = msgspec.field(default_factory=PlanningConfig)
     data: DataConfig = msgspec.field(default_factory=DataConfig)
     reward: RewardConfig = msgspec.field(default_factory=RewardConfig)
+    teacher: TeacherConfig = msgspec.field(default_factory=TeacherConfig)
     resume: ResumeConfig = msgspec.field(default_factory=ResumeConfig)
     training: TrainingConfig = msgspec.field(default_factory=TrainingConfig)
     eval: EvalConfig = msgspec.field(default_factory=EvalConfig)

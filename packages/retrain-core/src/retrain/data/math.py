@@ -26,6 +26,7 @@ from typing import Any
 from retrain.config.schema import TrainConfig
 from retrain.data.source import DataError, ExampleList, data_seed
 from retrain.data.split import held_out
+from retrain.data.table.where import quiet
 from retrain.io.json import numbered_rows
 from retrain.rewards.boxed import extract_boxed
 from retrain.types import Example
@@ -120,7 +121,8 @@ def _all_problems(config: TrainConfig) -> ExampleList:
     out = ExampleList()
     for subject in SUBJECTS:
         try:
-            split = datasets.load_dataset(HUB_ID, subject, split="train")
+            with quiet():
+                split = datasets.load_dataset(HUB_ID, subject, split="train")
         except Exception as exc:
             raise DataError(f"cannot load {HUB_ID}/{subject} from the hub ({type(exc).__name__}: {exc}); "
                             "set [data] path to a local copy") from None

@@ -17,6 +17,8 @@ RUN_META = "run_meta.json"
 REWARD_ERRORS = "reward_errors.log"
 #: the LLM judge's verdicts, one JSON line each, kept across a resume (retrain.rewards.judge.cache)
 JUDGE_CACHE = "judge_cache.jsonl"
+#: a reward model's scores, one JSON line each, kept across a resume (retrain.rewards.model.scorer)
+REWARD_MODEL_CACHE = "reward_model_cache.jsonl"
 PID = "run.pid"
 TRAINER_STATE = "trainer_state.json"
 #: the latest checkpoint's path and a newline; written beside trainer_state.json

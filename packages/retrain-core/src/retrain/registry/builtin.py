@@ -50,7 +50,7 @@ ALGORITHM_MODES = (
     "discover_entropic",
     "ttt_discover_entropic",
 )
-REWARDS = ("match", "strict", "partial", "math", "judge", "custom")
+REWARDS = ("match", "strict", "partial", "math", "judge", "model", "custom")
 PLANNING_DETECTORS = ("regex", "semantic")
 DATA_SOURCES = ("math", "arithmetic", "dataset")
 TRAINERS = ("retrain", "sft", "optimizer_replay", "command", "ttt_discover")
@@ -153,6 +153,7 @@ TARGETS: dict[str, dict[str, str]] = {
         "math": "retrain.rewards.verifiers:MathReward",
         "custom": "retrain.rewards.custom:CustomReward",
         "judge": "retrain.rewards.judge.scorer:build_judge",
+        "model": "retrain.rewards.model.scorer:build_model_reward",
     },
     "planning_detector": {
         "regex": "retrain.planning.regex:RegexDetector",

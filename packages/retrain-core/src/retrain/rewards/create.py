@@ -6,6 +6,7 @@
 | math | worker processes (math-verify needs a main thread; hung parses are killed) | killed |
 | custom, dotted paths, entry points | daemon threads, or one event loop when async | abandoned |
 | judge | its own bounded pool, retries and cache (retrain.rewards.judge.scorer) | every request times out |
+| model | a reward model, local or served, batched, with the judge's retries and cache (retrain.rewards.model.scorer) | a server's requests time out |
 
 Every failure mode — an exception, a non-finite or non-numeric result, an overrun — gives
 0.0 for that item and is counted in `RewardBatch.errors` / `.timeouts`.
@@ -57,7 +58,7 @@ class RewardScorer:
     def score_batch(self, responses: Sequence[str], references: Sequence[str],
                     prompts: Sequence[str] | None = None) -> RewardBatch:
         """`prompts`, the text each response answered, reach a reward that reads them (the
-        judge); the others score (response, reference) alone."""
+        judge, a reward model); the others score (response, reference) alone."""
         if len(responses) != len(references):
             raise ValueError(f"{len(responses)} responses but {len(references)} references")
         items: list[Item] = list(zip(responses, references, strict=True))
@@ -114,6 +115,10 @@ def build_reward(config: TrainConfig, *, workers: int | None = None,
         from retrain.rewards.judge.scorer import build_judge
 
         return RewardScorer(kind, build_judge(config, cache_dir=cache_dir), mode="batch", timeout_s=timeout)
+    if kind == "model":
+        from retrain.rewards.model.scorer import build_model_reward
+
+        return RewardScorer(kind, build_model_reward(config, cache_dir=cache_dir), mode="batch", timeout_s=timeout)
     if kind == "custom":
         reward: Any = CustomReward(config)
     else:

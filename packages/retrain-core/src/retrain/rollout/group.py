@@ -27,6 +27,9 @@ class Group:
     episodes: list[Episode] | None = None  # multi-turn: one per completion, same order
     penalties: np.ndarray | None = None  # overlong shaping (retrain.training.dapo.overlong), one per completion
     dropped: str = ""  # dynamic sampling (retrain.training.dapo.dynamic): why the group is not in the trained batch
+    #: on-policy distillation ([teacher]): per completion, the teacher's logprob of each of its
+    #: sampled tokens (an episode's: of `Episode.completion()`'s), filled by the loop's teacher stage
+    teacher_logprobs: list[np.ndarray] | None = None
 
     @property
     def shaped_rewards(self) -> np.ndarray:
@@ -45,6 +48,13 @@ class StepRollouts:
     env_metrics: dict[str, float] = field(default_factory=dict)  # the environment's own (`env/...`)
     reward_faults: list[RewardFault] = field(default_factory=list)  # the first failure of each kind
     fill: FillReport | None = None  # dynamic sampling: how the trained batch was filled
+    teacher_time_s: float = 0.0  # scoring the completions with the [teacher] (retrain.training.distill)
+    teacher_metrics: dict[str, float] = field(default_factory=dict)  # `teacher/...`
+
+    @property
+    def produce_time_s(self) -> float:
+        """Sampling, scoring and the teacher's scoring: what producing the batch took."""
+        return self.sample_time_s + self.score_time_s + self.teacher_time_s
 
     @property
     def rewards(self) -> np.ndarray:

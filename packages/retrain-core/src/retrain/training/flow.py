@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from retrain.advantages.pipeline import AdvantagePipeline, build_pipeline
+from retrain.advantages.teacher import Distill
 from retrain.config.schema import TrainConfig
 from retrain.training.backpressure import Backpressure, build_backpressure
 from retrain.training.dapo.overlong import OverlongShaping
@@ -27,6 +28,7 @@ class Flow:
     echo: EchoSettings | None = None
     overlong: OverlongShaping | None = None  # the soft overlong punishment, when overlong_buffer > 0
     mask_truncated: bool = False  # completions cut at max_tokens train no token
+    distill: Distill | None = None  # [teacher] on: its term's weights (retrain.advantages.teacher)
 
     @property
     def condition(self) -> str:
@@ -61,4 +63,9 @@ def build_flow(config: TrainConfig, *, reward_dir: str | None = None) -> Flow:
     return Flow(pipeline=pipeline, sepa=SepaController.from_config(config), backpressure=build_backpressure(config),
                 reward=reward, detector=detector, sampling=sampling, environment=environment,
                 echo=EchoSettings.of(config), overlong=OverlongShaping.of(config),
-                mask_truncated=t.mask_truncated_completions)
+                mask_truncated=t.mask_truncated_completions, distill=distill_of(config))
+
+
+def distill_of(config: TrainConfig) -> Distill | None:
+    t = config.teacher
+    return Distill(kl_coef=t.kl_coef, reward_coef=t.reward_coef) if t.enabled else None

@@ -55,7 +55,9 @@ from retrain.backends.protocol import LeaderSampler, TrainBackend, VersionedSamp
 from retrain.process.spans import span
 from retrain.process.world import World
 from retrain.rollout.group import Group, StepRollouts
+from retrain.teacher.protocol import Teacher
 from retrain.training.dapo.dynamic import DynamicSampling
+from retrain.training.distill import score_groups
 from retrain.training.flow import Flow
 from retrain.training.prompts import PromptCursor
 from retrain.training.step import collect
@@ -79,8 +81,10 @@ class _Batch:
 class RolloutProducer:
     def __init__(self, backend: TrainBackend, flow: Flow, cursor: PromptCursor, *, level: int, max_steps: int,
                  dynamic: DynamicSampling | None = None, versions: str = "pinned",
-                 max_off_policy_steps: int = 0, world: World | None = None) -> None:
+                 max_off_policy_steps: int = 0, world: World | None = None,
+                 teacher: Teacher | None = None) -> None:
         self.backend, self.flow, self.cursor = backend, flow, cursor
+        self.teacher = teacher
         self.level, self.max_steps, self.dynamic = level, max_steps, dynamic
         self.latest = versions == "latest"
         self.max_off_policy = max_off_policy_steps or level
@@ -116,8 +120,8 @@ class RolloutProducer:
         if self.level == 0:
             sync_s = self._publish(step)
             rollouts = self._handed(self._produce(step) if self.samples else None, self.cursor.index, None)
-            rollouts.producer_metrics.update({"async/weight_sync_s": round(sync_s, 6), "async/produce_s": round(
-                rollouts.sample_time_s + rollouts.score_time_s, 6)})
+            rollouts.producer_metrics.update({"async/weight_sync_s": round(sync_s, 6),
+                                              "async/produce_s": round(rollouts.produce_time_s, 6)})
         else:
             rollouts = self._next_ahead(step)
         rollouts.producer_metrics["async/policy_lag"] = step - rollouts.policy_version
@@ -138,7 +142,7 @@ class RolloutProducer:
         wait_s = time.perf_counter() - t0
         if not early:
             sync_s = self._publish(step)
-        rollouts.producer_metrics.update(overlap_metrics(rollouts.sample_time_s + rollouts.score_time_s, wait_s))
+        rollouts.producer_metrics.update(overlap_metrics(rollouts.produce_time_s, wait_s))
         rollouts.producer_metrics.update({"async/weight_sync_s": round(sync_s, 6),
                                           "async/trainer_idle_s": round(wait_s + sync_s, 6)})
         return rollouts
@@ -205,19 +209,21 @@ class RolloutProducer:
 
     def _produce(self, version: int) -> StepRollouts:
         """A batch's rollouts from the next prompts of the cursor: `batch_size` of them, and with
-        dynamic sampling as many more as filling the batch takes."""
+        dynamic sampling as many more as filling the batch takes; then the teacher's scores of
+        what may train (retrain.training.distill), when the run distils."""
         batch_size, group_size = self._sizes
 
         def take(n: int) -> StepRollouts:
             start = self.cursor.index
             return self._collect(start, self.cursor.take(n), group_size, version)
 
-        first = take(batch_size)
-        if self.dynamic is None:
-            return first
-        rollouts = self.dynamic.fill(first, batch_size, take)
-        if rollouts.fill is not None:
-            rollouts.producer_metrics.update(rollouts.fill.metrics())
+        rollouts = take(batch_size)
+        if self.dynamic is not None:
+            rollouts = self.dynamic.fill(rollouts, batch_size, take)
+            if rollouts.fill is not None:
+                rollouts.producer_metrics.update(rollouts.fill.metrics())
+        if self.teacher is not None:
+            score_groups(self.teacher, rollouts)
         return rollouts
 
     def _collect(self, start: int, batch: Sequence[tuple[Example, list[int]]], group_size: int,

@@ -90,12 +90,13 @@ def group_disposition(
     tl_grpo: bool = False,
     echo: bool = False,
     plugin_advantage: bool = False,
+    teacher: bool = False,
 ) -> Disposition:
     """Whether a group trains. A uniform group carries no signal under any built-in advantage
     mode (they return exact zeros), so it is skipped even when batch normalisation is on —
     the reference kept it "for batch norm", where it contributed nothing. It is kept under
-    TL-GRPO (turn-level signal), multi-turn ECHO (observation tokens) and advantage plugins
-    (which may give a uniform group signal)."""
+    TL-GRPO (turn-level signal), multi-turn ECHO (observation tokens), advantage plugins
+    (which may give a uniform group signal) and distillation (the teacher's per-token term)."""
     if not ties.is_uniform:
         return Disposition(True)
     r = np.asarray(rewards, dtype=np.float64).reshape(-1)
@@ -106,6 +107,8 @@ def group_disposition(
         return Disposition(True, f"uniform ({what}, kept for ECHO)")
     if plugin_advantage:
         return Disposition(True, f"uniform ({what}, kept for the advantage plugin)")
+    if teacher:
+        return Disposition(True, f"uniform ({what}, kept for the teacher)")
     return Disposition(False, f"skipped ({what})")
 
 

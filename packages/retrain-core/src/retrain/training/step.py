@@ -2,7 +2,9 @@
 
 The order follows spec algorithms.md §1: reward ties decide which groups train; the pipeline
 gives token advantages per kept group (with the step's SEPA lambda); then, over the whole
-step, REINFORCE++ batch normalisation and the advantage cap. DAPO's additions
+step, REINFORCE++ batch normalisation, the teacher's term when `[teacher]` distils
+(retrain.advantages.teacher; a group whose rewards tie still trains on it) and the
+advantage cap. DAPO's additions
 (retrain.training.dapo): the overlong penalty is added to the rewards as they are
 collected, so it takes part in the ties; a group dynamic sampling left out of the batch
 (`Group.dropped`) does not train; a truncated completion, with `mask_truncated_completions`,
@@ -28,6 +30,7 @@ import numpy as np
 
 from retrain.advantages.episode import batch_normalize
 from retrain.advantages.result import GroupAdvantages, merge_metrics
+from retrain.advantages.teacher import teacher_advantages
 from retrain.backends.protocol import TrainBackend
 from retrain.planning.create import masks as planning_masks
 from retrain.process.spans import span
@@ -35,6 +38,7 @@ from retrain.rewards.create import score_answers
 from retrain.rollout.group import Group, StepRollouts
 from retrain.rollout.sample import sample_texts
 from retrain.training.dapo.overlong import masked, shaping_metrics
+from retrain.training.distill import teacher_rows_of
 from retrain.training.echo import echo_weights
 from retrain.training.flow import Flow
 from retrain.training.signals import (
@@ -114,6 +118,11 @@ def step_advantages(flow: Flow, rollouts: StepRollouts, backend: TrainBackend, *
     if flow.pipeline.batch_normalize:
         adv_C_T, norm = batch_normalize(adv_C_T)
         metrics.update(norm)
+    if flow.distill is not None:
+        student_C_T = [g.completions[i].logprobs for g, members in kept for i in members]
+        teacher_C_T = [row for g, members in kept for row in teacher_rows_of(g, members)]
+        adv_C_T, distilled = teacher_advantages(adv_C_T, student_C_T, teacher_C_T, flow.distill)
+        metrics.update(distilled)
     adv_C_T, cap = apply_advantage_cap(adv_C_T, adv_clip_max)
     metrics.update(cap)
     echo = _echo(flow, kept)
@@ -149,7 +158,7 @@ def _select(flow: Flow, groups: Sequence[Group], tl_grpo: bool
             dispositions.append(Disposition(False, g.dropped))
             continue
         disp = group_disposition(t, rewards, tl_grpo=tl_grpo, echo=flow.echo is not None and g.episodes is not None,
-                                 plugin_advantage=plugin)
+                                 plugin_advantage=plugin, teacher=flow.distill is not None)
         dispositions.append(Disposition(disp.train and len(members) > 0, disp.label))
         if dispositions[-1].train:
             kept.append((g, members))

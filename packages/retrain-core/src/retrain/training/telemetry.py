@@ -33,6 +33,7 @@ WALL_CLOCK_FIELDS = frozenset({
     "supervised_tokens_per_second", "train_tokens_per_s", "mfu",
     # timing spans (retrain.process.spans) beyond the keys above
     "sync_time_s", "score_time_s", "train/forward_time_s", "train/backward_time_s", "train/optimizer_time_s",
+    "teacher/time_s", "teacher/latency_s",
 })
 
 
@@ -183,7 +184,7 @@ def step_row(config: TrainConfig, *, step: int, condition: str, caps: BackendCap
         max_token_hit_rate=rollouts.length_hits / max(total, 1),
         mean_completion_tokens=rollouts.completion_tokens / max(total, 1), tokens_per_step=tokens,
         skipped=out is None, completion_tokens=rollouts.completion_tokens, nonzero_action_tokens=adv.informative)
-    return fixed.to_dict(adv.sepa, adv.metrics, rollouts.reward_metrics, rollouts.env_metrics,
+    return fixed.to_dict(adv.sepa, adv.metrics, rollouts.teacher_metrics, rollouts.reward_metrics, rollouts.env_metrics,
                          env_share(rollouts.env_metrics, times.step_s), out.metrics if out is not None else {},
                          timing_fields(times.step_s, times.sample_s, times.train_s, tokens), runtime, backpressure,
                          rollouts.producer_metrics)

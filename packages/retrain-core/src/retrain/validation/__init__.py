@@ -11,7 +11,8 @@ Validation passes over a fully layered config. Every pass reports all it finds.
 filled with defaults), the errors and the warnings. Passes: built (keys, values and options
 that nothing reads yet are refused), bounds (single fields and cross-field rules), data (`[data]`'s keys), ratio (a
 truncating sampler with a loss that reads the policy ratio), evaluation (`[eval]`), discover
-(`trainer = "ttt_discover"`), trackers (`[logging] trackers`), modes (algorithm selectors), runtime (model, devices, backend,
+(`trainer = "ttt_discover"`), trackers (`[logging] trackers`), teacher (`[teacher]`, and
+`[reward] type = "model"`), modes (algorithm selectors), runtime (model, devices, backend,
 environment, selectors, URLs), plugins (dotted paths import), params (the keys of `[algorithm]`'s
 free-form tables against what the algorithm reads); then the warnings: keys of a feature the
 config leaves off (inert), keys of those tables another algorithm reads (params) and settings
@@ -39,6 +40,7 @@ from retrain.validation.params import check_param_tables
 from retrain.validation.plugins import check_plugins
 from retrain.validation.ratio import check_ratio
 from retrain.validation.runtime import check_runtime
+from retrain.validation.teacher import check_reward_model, check_teacher
 from retrain.validation.trackers import check_trackers
 from retrain.validation.warn import collect_warnings
 
@@ -54,6 +56,8 @@ def validate(
     errors += check_data(config)
     errors += check_discover(config)
     errors += check_trackers(config)
+    errors += check_teacher(config)
+    errors += check_reward_model(config)
     config, mode_issues = check_modes(config)
     errors += mode_issues
     config, runtime_issues = check_runtime(config)

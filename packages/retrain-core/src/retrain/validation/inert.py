@@ -124,8 +124,13 @@ def _reads_a_table(c: TrainConfig) -> bool:
 
 _SERVER_ENGINES = '[inference] engine = "vllm", "sglang" or "openai"'
 _EVAL_SWITCH = "[eval] every = N, before_train = true or at_end = true"
-JUDGE_KEYS = ("reward.judge_model", "reward.judge_base_url", "reward.judge_api_key_env", "reward.judge_client",
-              "reward.judge_concurrency", "reward.judge_retries")
+JUDGE_KEYS = ("reward.judge_model", "reward.judge_base_url", "reward.judge_api_key_env", "reward.judge_client")
+#: what a judge and a served reward model both read
+REQUEST_KEYS = ("reward.judge_concurrency", "reward.judge_retries")
+MODEL_KEYS = ("reward.model", "reward.model_url", "reward.model_batch_size", "reward.model_template",
+              "reward.model_score")
+_TEACHER_OFF = _said("there is no teacher (no [teacher] model or url)")
+_TEACHER_ON = '[teacher] model = "..." (or url)'
 
 _TABLE_KEYS = tuple(f"data.{k}" for k in TABLE_KEYS)
 _MAPPING_KEYS = tuple(f"data.{k}" for k in MAPPING_KEYS)
@@ -181,6 +186,24 @@ INERT: tuple[Inert, ...] = (
           "[echo] enabled = true"),
     Inert(JUDGE_KEYS, lambda c: c.reward.type == "judge", lambda c: f"[reward] type = {c.reward.type!r}",
           '[reward] type = "judge"'),
+    Inert(REQUEST_KEYS, lambda c: c.reward.type == "judge" or (c.reward.type == "model" and bool(c.reward.model_url)),
+          lambda c: f"[reward] type = {c.reward.type!r}" + (" loads its model here" if c.reward.type == "model" else ""),
+          '[reward] type = "judge", or type = "model" with model_url'),
+    Inert((*MODEL_KEYS, "reward.model_api_key_env", "reward.model_label", "reward.model_device"),
+          lambda c: c.reward.type == "model", lambda c: f"[reward] type = {c.reward.type!r}", '[reward] type = "model"'),
+    Inert(("reward.model_api_key_env",), lambda c: bool(c.reward.model_url),
+          _said("the reward model is loaded here (no model_url)"), "[reward] model_url"),
+    Inert(("reward.model_device",), lambda c: not c.reward.model_url, _said("the reward model is served (model_url)"),
+          '[reward] model_url = ""'),
+    Inert(("reward.model_label",), lambda c: c.reward.model_score == "softmax",
+          lambda c: f"model_score = {c.reward.model_score!r} reads a one-label head", '[reward] model_score = "softmax"'),
+    Inert(("teacher.adapter", "teacher.api_key_env", "teacher.kl_coef", "teacher.reward_coef", "teacher.dtype",
+           "teacher.device", "teacher.batch_size", "teacher.timeout_s", "teacher.retries", "teacher.concurrency"),
+          lambda c: c.teacher.enabled, _TEACHER_OFF, _TEACHER_ON),
+    Inert(("teacher.api_key_env", "teacher.timeout_s", "teacher.retries", "teacher.concurrency"),
+          lambda c: bool(c.teacher.url), _said("the teacher is loaded here (no url)"), "[teacher] url"),
+    Inert(("teacher.dtype", "teacher.device"), lambda c: not c.teacher.url, _said("the teacher is served (url)"),
+          '[teacher] url = ""'),
     Inert(("training.tl_grpo_branch_mode", "training.tl_grpo_branch_size", "training.tl_grpo_lookahead_steps",
            "training.tl_grpo_ema_decay", "training.tl_grpo_ema_init"), lambda c: c.training.tl_grpo,
           _said("TL-GRPO is off"), "[training] tl_grpo = true"),

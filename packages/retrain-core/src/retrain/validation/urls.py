@@ -24,6 +24,8 @@ URL_KEYS: tuple[tuple[str, Callable[[TrainConfig], str], tuple[str, ...], str], 
     ("reward_judge_base_url", lambda c: c.reward.judge_base_url, HTTP, 'judge_base_url = "http://127.0.0.1:8000/v1"'),
     ("inference_url", lambda c: c.inference.url, HTTP, 'url = "http://127.0.0.1:8000"'),
     ("base_url", lambda c: c.model.base_url, HTTP, 'base_url = "https://service.example.com"'),
+    ("teacher_url", lambda c: c.teacher.url, HTTP, 'url = "http://127.0.0.1:8000/v1"'),
+    ("reward_model_url", lambda c: c.reward.model_url, HTTP, 'model_url = "http://127.0.0.1:8000"'),
 )
 
 

@@ -34,4 +34,11 @@ def collect_warnings(c: TrainConfig) -> list[ConfigIssue]:
             f"'sequence' ratios under loss_aggregation = {t.loss_aggregation!r} weight each completion by its "
             "length (its one ratio's loss is summed over its tokens), not GSPO's mean per completion",
             key="[training] importance_sampling_level", hint='loss_aggregation = "seq_mean_token_mean"'))
+    if c.teacher.enabled and (t.temperature != 1.0 or t.top_p < 1.0 or t.top_k > 0 or t.min_p > 0):
+        out.append(ConfigIssue(
+            f"the teacher's term compares the sampler's logprobs (temperature {t.temperature:g}, top_p {t.top_p:g}"
+            f"{f', top_k {t.top_k}' if t.top_k else ''}{f', min_p {t.min_p:g}' if t.min_p else ''}) with the "
+            "teacher's at temperature 1 over the whole vocabulary, so the KL it lowers is the tempered, truncated "
+            "sampler's, not the policy's", key="[training] temperature",
+            hint="distil with temperature = 1.0, top_p = 1.0 (as on-policy distillation recipes do)"))
     return out

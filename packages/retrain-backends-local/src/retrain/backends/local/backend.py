@@ -545,6 +545,13 @@ class LocalBackend:
         state.restore_rng(rng, self.device, self.sample_generator, self.select_generator)
         self.published.restore(Path(path), self.model)
 
+    def load_teacher(self, config: TrainConfig) -> Any:
+        """TeacherHost: the `[teacher] model` beside this policy (retrain.backends.local.teacher)."""
+        from retrain.backends.local.teacher import load_teacher
+
+        return load_teacher(config, student_tokenizer=self.tokenizer.hf, device=self.device, seed=self.seed,
+                            trust_remote_code=self.options.trust_remote_code)
+
     def load_adapter(self, path: str) -> None:
         """Trained weights alone, for evaluation: the optimizer and the RNG streams are left as
         they are."""

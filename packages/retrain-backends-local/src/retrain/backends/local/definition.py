@@ -34,6 +34,7 @@ CAPABILITIES = BackendCapabilities(
     in_process_async=True,
     tensor_objectives=True,
     routing_replay_engines=("pytorch",),
+    teacher_models=True,
 )
 
 BACKEND = BackendDefinition(

@@ -257,6 +257,8 @@ class ServingEngine:
                     else contextlib.nullcontext())
         with self._weights(adapter), autocast:
             completions = decode(self.model, row_sets, self.eos_ids, self.pad_id, stats=stats, observe=observe)
+            scored = [[prompt_scores(self.model, ids, r.prompt_logprobs, self.device) for ids in r.prompts]
+                      if r.prompt_logprobs is not None else None for r in requests]
         c = self.counters
         c.batches += 1
         c.requests += len(requests)
@@ -270,8 +272,10 @@ class ServingEngine:
                 text = texts[k][row]
                 if not (r.stop or r.on_token is not None):
                     text.text = text.decode(comp.token_ids)
+                prompt_lps = scored[k]
                 rows.append(ServedRow(token_ids=comp.token_ids, logprobs=comp.logprobs, finish_reason=comp.finish_reason,
-                                      text=text.text, top=tops[k][row] if r.top_n else None))
+                                      text=text.text, top=tops[k][row] if r.top_n else None,
+                                      prompt_logprobs=prompt_lps[row // r.n] if prompt_lps is not None else None))
             out.append(rows)
         return out
 
@@ -310,6 +314,27 @@ class ServingEngine:
             self.model = self.model.unload()
         self.counters.adapter_unloads += 1
         return name
+
+
+@torch.no_grad()
+def prompt_scores(model: Any, ids: list[int], top: int, device: torch.device) -> list[dict[int, tuple[float, int]] | None]:
+    """vLLM's prompt_logprobs of one prompt: None at position 0, then per position the prompt
+    token's (logprob, rank) under the model at temperature 1 (rank 1 = the most likely) and
+    the `top` most likely tokens'."""
+    logits = model(input_ids=torch.tensor([ids], device=device), use_cache=False).logits[0, :-1].float()  # [L-1, V]
+    lps = torch.log_softmax(logits, dim=-1)
+    target = torch.tensor(ids[1:], device=device)
+    own = lps.gather(-1, target[:, None]).squeeze(-1)  # [L-1]
+    ranks = (lps > own[:, None]).sum(-1) + 1
+    out: list[dict[int, tuple[float, int]] | None] = [None]
+    best = lps.topk(top, dim=-1) if top > 0 else None
+    for j in range(len(ids) - 1):
+        entry = {ids[j + 1]: (float(own[j]), int(ranks[j]))}
+        if best is not None:
+            for rank, (v, i) in enumerate(zip(best.values[j].tolist(), best.indices[j].tolist(), strict=True), 1):
+                entry.setdefault(int(i), (float(v), rank))
+        out.append(entry)
+    return out
 
 
 def create(config: Any) -> ServingEngine:

@@ -34,7 +34,7 @@ class Answers:
 def require_terminal() -> None:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise CommandFailed("retrain init -i needs a terminal; without one use "
-                            "`retrain init --template NAME` (see `retrain init --list`)", code=1)
+                            "`retrain init --template NAME` (see `retrain init --list`)", code=2)
 
 
 def _number(answer: str, default: int) -> int:

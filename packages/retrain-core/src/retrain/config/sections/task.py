@@ -70,7 +70,9 @@ class DataConfig(Section):
 
 class RewardConfig(Section):
     _prefix: ClassVar[str] = "reward_"
-    type: Annotated[str, F("Reward: match, strict, partial, math, judge, custom, or a dotted path.")] = "match"
+    type: Annotated[
+        str, F("Reward: match, strict, partial, math, judge, model (a reward model), custom, or a dotted path.")
+    ] = "match"
     judge_model: Annotated[str, F("Judge model for type = judge (default gpt-4o-mini).")] = ""
     judge_base_url: Annotated[
         str, F("OpenAI-compatible endpoint of the judge (http(s)://host[:port]/v1); empty = $OPENAI_BASE_URL, "
@@ -85,11 +87,43 @@ class RewardConfig(Section):
         F("http: retrain's own client, verdict 1 when the reply contains 'yes'; verifiers: the "
           "verifiers package's reference-answer judge and its stricter verdict parsing."),
     ] = "http"
-    judge_concurrency: Annotated[int, F("Judge requests in flight at once.", ge=1)] = 8
+    judge_concurrency: Annotated[
+        int, F("Judge requests in flight at once (type = model with model_url: reward-model requests).", ge=1)
+    ] = 8
     judge_retries: Annotated[
-        int, F("Retries of a judge request that timed out, could not connect or got 429/5xx, with "
-               "exponential backoff (0.5 s, 1 s, 2 s, ...).", ge=0)
+        int, F("Retries of a judge request (type = model with model_url: a reward-model request) that timed out, "
+               "could not connect or got 408/409/429/5xx, with exponential backoff (0.5 s, 1 s, 2 s, ...).", ge=0)
     ] = 2
+    model: Annotated[
+        str, F("type = model: a sequence-classification checkpoint (AutoModelForSequenceClassification: a "
+               "folder or a hub id) scored on this machine, or, with model_url set, the name its server serves.")
+    ] = ""
+    model_url: Annotated[
+        str, F("type = model: the root of a server that classifies texts (http(s)://host[:port]): retrain posts "
+               "to {model_url}/classify as vLLM's classification endpoint takes it. Empty = load model here.")
+    ] = ""
+    model_api_key_env: Annotated[
+        str, F("Environment variable that holds the reward-model server's API key (never the key itself); empty "
+               "or unset sends no key.")
+    ] = ""
+    model_batch_size: Annotated[
+        int, F("type = model: texts per forward pass (local) or per request (model_url).", ge=1)
+    ] = 16
+    model_template: Annotated[
+        str, F("type = model: the text the classifier reads, {prompt} and {response} filled in (write a chat "
+               "reward model's own markup around them).")
+    ] = "{prompt}\n{response}"
+    model_score: Annotated[
+        Literal["sigmoid", "logit", "softmax"],
+        F("type = model: the reward from the classifier's logits: sigmoid of a one-label head's logit (in (0, 1); "
+          "above 0.5 counts as correct), that logit as it is, or softmax: the probability of label model_label."),
+    ] = "sigmoid"
+    model_label: Annotated[
+        int, F("model_score = softmax: the label whose probability is the reward; -1 = the last.", ge=-1)
+    ] = -1
+    model_device: Annotated[
+        Literal["cpu", "student"], F("type = model, loaded here: on the CPU, or on the first [backend] device.")
+    ] = "cpu"
     custom_module: Annotated[str, F("Module of the custom reward (type = custom).")] = ""
     custom_function: Annotated[str, F("Function of the custom reward: fn(response, reference).")] = "score"
     timeout_s: Annotated[

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import logging
 import os
 import warnings
 from collections.abc import Iterator
@@ -89,20 +90,23 @@ def hf_home() -> Path:
 
 @contextlib.contextmanager
 def quiet() -> Iterator[None]:
-    """`datasets`' progress bars and log lines off inside the block, restored after."""
+    """`datasets`' progress bars and log lines, and the hub client's (its "Retrying in 1s" lines
+    when the hub cannot be reached), off inside the block, restored after."""
     import datasets  # type: ignore[import-untyped]
     from datasets.utils import logging as ds_logging  # type: ignore[import-untyped]
 
-    bars = datasets.is_progress_bar_enabled()
-    level = ds_logging.get_verbosity()
+    hub = logging.getLogger("huggingface_hub")
+    bars, level, hub_level = datasets.is_progress_bar_enabled(), ds_logging.get_verbosity(), hub.level
     datasets.disable_progress_bars()
     ds_logging.set_verbosity(ds_logging.CRITICAL)
+    hub.setLevel(logging.CRITICAL)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             yield
     finally:
         ds_logging.set_verbosity(level)
+        hub.setLevel(hub_level)
         if bars:
             datasets.enable_progress_bars()
 

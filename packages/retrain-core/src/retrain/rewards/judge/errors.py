@@ -1,6 +1,9 @@
 """How a judge request fails: `Retryable` (the judge may answer next time: a timeout, a refused
 connection, 408/409/429/5xx), or `Refused` (it will not: the request or the reply is wrong).
-Each carries the `RewardFault` kind it is counted under when it is the item's last word."""
+Each carries the `RewardFault` kind it is counted under when it is the item's last word.
+
+The same errors serve every client built on the judge's HTTP code (`endpoint.post_json`): a
+reward model's server and a distillation teacher's; `service` names which in the kind."""
 
 from __future__ import annotations
 
@@ -10,13 +13,14 @@ class JudgeError(Exception):
 
 
 class Retryable(JudgeError):
-    def __init__(self, message: str, *, timeout: bool = False, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, *, timeout: bool = False, retry_after: float | None = None,
+                 service: str = "a judge") -> None:
         super().__init__(message)
-        self.timeout, self.retry_after = timeout, retry_after
+        self.timeout, self.retry_after, self.service = timeout, retry_after, service
 
     @property
     def kind(self) -> str:  # type: ignore[override]
-        return "a judge that did not answer" if self.timeout else "a judge that could not be reached"
+        return f"{self.service} that did not answer" if self.timeout else f"{self.service} that could not be reached"
 
 
 class Refused(JudgeError):

@@ -21,7 +21,6 @@ ceil(items / concurrency) x (retries + 1) x (timeout_s + backoff), and no thread
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -36,12 +35,10 @@ from retrain.registry import builtin, entry_points
 from retrain.rewards.bounded import Item, Tally
 from retrain.rewards.judge.cache import JudgeCache, verdict_key
 from retrain.rewards.judge.endpoint import HttpJudge
-from retrain.rewards.judge.errors import JudgeError, Retryable
+from retrain.rewards.judge.retry import BACKOFF_S, with_retries
 from retrain.rewards.judge.verdict import DEFAULT_MODEL, Verdict
 from retrain.rewards.types import RewardBatch, RewardFault, RewardUnavailable
 
-BACKOFF_S = 0.5
-MAX_RETRY_AFTER_S = 30.0
 OPENAI_URL = "https://api.openai.com/v1"
 VERIFIERS_HINT = "pip install retrain-envs (it registers the verifiers judge client), or judge_client = \"http\""
 
@@ -96,27 +93,11 @@ class JudgeReward:
             return Outcome(score=cached, cached=True)
         if not response.strip():
             return Outcome(score=0.0)
-        out = Outcome()
-        for attempt in range(self.retries + 1):
-            t0 = time.perf_counter()
-            out.requests += 1
-            try:
-                verdict = self.client.ask(prompt, reference, response)
-            except Retryable as e:
-                out.latencies.append(time.perf_counter() - t0)
-                out.fault, out.timed_out = RewardFault(e.kind, str(e)), e.timeout
-                if attempt < self.retries:
-                    time.sleep(min(e.retry_after, MAX_RETRY_AFTER_S) if e.retry_after is not None
-                               else self.backoff_s * 2 ** attempt)
-                continue
-            except JudgeError as e:
-                out.latencies.append(time.perf_counter() - t0)
-                out.fault, out.timed_out = RewardFault(e.kind, str(e)), False
-                return out
-            out.latencies.append(time.perf_counter() - t0)
-            out.score, out.clear, out.fault, out.timed_out = verdict.score, verdict.clear, None, False
-            return out
-        return out
+        tries = with_retries(lambda: self.client.ask(prompt, reference, response), self.retries, self.backoff_s)
+        verdict = tries.value
+        return Outcome(score=verdict.score if verdict is not None else None,
+                       clear=verdict.clear if verdict is not None else True, fault=tries.fault,
+                       timed_out=tries.timed_out, requests=tries.requests, latencies=tries.latencies)
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
@@ -159,7 +140,7 @@ def build_judge(config: TrainConfig, *, cache_dir: str | Path | None = None) -> 
         where = "[reward] judge_base_url" if r.judge_base_url else "$OPENAI_BASE_URL"
         raise RewardUnavailable(f"[reward] type = judge: {where} = {url!r} {why}")
     key = os.environ.get(r.judge_api_key_env, "") if r.judge_api_key_env else ""
-    if not key and not _loopback(url):
+    if not key and not loopback(url):
         raise RewardUnavailable(f"[reward] type = judge: {url} needs an API key, and ${r.judge_api_key_env or '(none)'}"
                                 " is not set (judge_api_key_env names the variable)")
     client: Any
@@ -176,6 +157,7 @@ def build_judge(config: TrainConfig, *, cache_dir: str | Path | None = None) -> 
                        timeout_s=r.timeout_s, cache=cache)
 
 
-def _loopback(url: str) -> bool:
+def loopback(url: str) -> bool:
+    """Whether `url` names this machine (a server here may take no API key)."""
     host = (urlparse(url).hostname or "").lower()
     return host in ("localhost", "::1") or host.startswith("127.")

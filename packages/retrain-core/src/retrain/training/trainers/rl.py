@@ -29,6 +29,7 @@ from retrain.evaluation.settings import EvalPlan
 from retrain.io.layout import FINAL, checkpoint_name
 from retrain.process.spans import Spans, span
 from retrain.process.world import World, current_world
+from retrain.teacher.create import build_teacher
 from retrain.training import faults
 from retrain.training.console import PlainReporter, Reporter, SilentReporter, eval_line
 from retrain.training.dapo.dynamic import DynamicSampling
@@ -144,9 +145,14 @@ class Trainer:
                               max_prompt_tokens=c.data.max_prompt_tokens, note=self.reporter.message)
         sizes = (state.current_batch_size or c.training.batch_size, state.current_group_size or c.training.group_size)
         t = c.training
+        teacher = build_teacher(c, backend)  # checks its tokenizer against the student's before any step
+        if teacher is not None:
+            cleanup.callback(teacher.close)
+            self.reporter.message(f"distilling from the teacher {teacher.name} (kl_coef {c.teacher.kl_coef:g}, "
+                                  f"reward_coef {c.teacher.reward_coef:g})")
         producer = RolloutProducer(backend, flow, cursor, level=t.max_async_level, max_steps=t.max_steps,
                                    dynamic=DynamicSampling.of(c), versions=t.async_versions,
-                                   max_off_policy_steps=t.max_off_policy_steps, world=self.world)
+                                   max_off_policy_steps=t.max_off_policy_steps, world=self.world, teacher=teacher)
         cleanup.callback(producer.close)
         held_out = None
         if held_out_examples is not None:
