@@ -20,7 +20,8 @@ from retrain.types import Datum, SamplingParams
 #: the model types retrain's decoder runs (a multimodal checkpoint's through its text model,
 #: which retrain loads alone); the rest decode on transformers' forward, with the reason in
 #: engine_decoder_note
-RETRAIN_DECODER = {"llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "qwen3_5", "qwen3_5_text", "gemma3", "gemma3_text",
+RETRAIN_DECODER = {"llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "olmoe", "qwen2_moe", "gpt_oss",
+                   "deepseek_v3", "glm4_moe", "llama4_text", "qwen3_next", "qwen3_5", "qwen3_5_text", "gemma3", "gemma3_text",
                    "gemma4", "gemma4_text"}
 PROMPTS = [[1, 20, 30, 40, 50, 60, 70], [1, 33, 44]]
 

@@ -81,3 +81,29 @@ def test_merged_sampler_matches_the_adapter(tiny_config) -> None:  # type: ignor
         assert torch.allclose(b.sampler.model(input_ids=ids).logits, b.model(input_ids=ids).logits, atol=1e-5)
     off = LocalBackend(tiny_config("--backend-opt", "sample_merged_lora=false"))
     assert off.sampler is None
+
+
+def test_the_merged_copy_merges_peft_lora_on_fused_experts(tiny_config, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """peft's v4-to-v5 conversion adapts DeepSeek-V3's fused experts as parameters: the copy
+    merges them, from the live adapter and from a published version alike."""
+    from tiny_families import write_checkpoint
+
+    b = LocalBackend(tiny_config("--model", str(write_checkpoint("deepseek_v3", tmp_path / "model"))))
+    assert b.sampler is not None and len(b.sampler.params) == 2  # gate_up_proj and down_proj of layer 1
+    with torch.no_grad():
+        for n, p in b.model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.05)
+    b.sampler.refresh()
+    ids = torch.tensor([[1, 20, 30, 40, 50]])
+    with torch.no_grad():
+        want = b.model(input_ids=ids).logits
+        assert torch.allclose(b.sampler.model(input_ids=ids).logits, want, atol=1e-5)
+        published = {n: p.detach().clone() for n, p in b.model.named_parameters() if "lora_" in n}
+        for n, p in b.model.named_parameters():
+            if "lora_B" in n:
+                p.zero_()
+        b.sampler.refresh()
+        assert not torch.allclose(b.sampler.model(input_ids=ids).logits, want, atol=1e-3)
+        b.sampler.load(published)
+        assert torch.allclose(b.sampler.model(input_ids=ids).logits, want, atol=1e-5)

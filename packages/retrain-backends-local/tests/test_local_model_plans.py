@@ -9,7 +9,7 @@ from transformers import AutoConfig
 from retrain.models.family import family_of
 from retrain.models.gemma3 import Gemma3
 from retrain.models.gemma4 import Gemma4
-from retrain.models.layers import LayerPlan
+from retrain.models.layers import Implements, LayerPlan
 
 
 def plan(name: str):  # type: ignore[no-untyped-def]
@@ -56,11 +56,12 @@ def test_the_plans_say_what_the_module_tree_does_not() -> None:
 def test_a_plan_says_what_it_leaves_unstated() -> None:
     """Families whose layers compute more than a plan's fields say so; a decoder runs none of
     them."""
-    for name in ("smollm3", "olmo2", "phi3", "granite", "gpt_oss"):
+    for name in ("smollm3", "olmo2", "phi3", "granite"):
         kind = SHAPES[name][0]
         assert plan(name).unstated.startswith(f"model type {kind!r}: "), name
     for name in ("llama", "mistral short window", "qwen2", "qwen3", "qwen3_moe", "qwen3_5 text", "gemma3 text",
-                 "gemma4 multimodal"):
+                 "gemma4 multimodal", "gpt_oss", "mixtral", "qwen2_moe", "olmoe", "deepseek_v3", "glm4_moe",
+                 "qwen3_next", "llama4_text"):
         assert plan(name).unstated == "", name
     bidirectional = AutoConfig.for_model("gemma3_text", **dict(GEMMA3, use_bidirectional_attention=True))
     assert "bidirectional" in Gemma3().plan(bidirectional).unstated
@@ -72,17 +73,47 @@ def test_a_decoder_asks_the_plan_what_it_cannot_run() -> None:
     assert plan("llama").unsupported(columns=64) is None
     assert plan("mistral short window").unsupported(columns=4) is None  # a window the sequence fits
     assert "sliding window of 4 tokens" in str(plan("mistral short window").unsupported(columns=5))
-    assert plan("mistral short window").unsupported(columns=5, attention=("full", "sliding")) is None
+    assert plan("mistral short window").unsupported(columns=5, implements=Implements(attention=("full", "sliding"))) is None
     assert "linear attention (layer 0)" in str(plan("qwen3_5 text").unsupported(columns=8))
     assert "mixture-of-experts" in str(plan("qwen3_moe").unsupported(columns=8))
     gemma = dict(attention=("full", "sliding"), norms=("fp32 weight",))
-    assert "soft-capped" in str(plan("gemma4 text").unsupported(columns=8, **gemma))
-    assert "per-layer input" in str(plan("gemma4 text").unsupported(columns=8, head_math=True, **gemma))
-    assert "keys and values shared with layer 1 (layer 3)" in str(
-        plan("gemma4 shared kv").unsupported(columns=8, head_math=True, per_layer_inputs=True, **gemma))
-    assert "RMSNorms applied as fp32 1 + weight" in str(plan("gemma3 text").unsupported(columns=8, **gemma))
-    assert "gated attention" in str(plan("qwen3_5 text").unsupported(columns=8, attention=("full", "linear"),
-                                                                     norms=("fp32 1 + weight",)))
-    assert "model type 'granite'" in str(plan("granite").unsupported(columns=8, **IMPLEMENTS))
-    for name in ("qwen3_5 moe", "gemma4 shared kv", "gemma4 moe", "qwen3_5 multimodal", "gemma3 multimodal"):
-        assert plan(name).unsupported(columns=8, **IMPLEMENTS) is None, name
+    assert "soft-capped" in str(plan("gemma4 text").unsupported(columns=8, implements=Implements(**gemma)))  # type: ignore[arg-type]
+    assert "per-layer input" in str(plan("gemma4 text").unsupported(
+        columns=8, implements=Implements(head_math=True, **gemma)))  # type: ignore[arg-type]
+    assert "keys and values shared with layer 1 (layer 3)" in str(plan("gemma4 shared kv").unsupported(
+        columns=8, implements=Implements(head_math=True, per_layer_inputs=True, **gemma)))  # type: ignore[arg-type]
+    assert "RMSNorms applied as fp32 1 + weight" in str(plan("gemma3 text").unsupported(
+        columns=8, implements=Implements(**gemma)))  # type: ignore[arg-type]
+    assert "gated attention" in str(plan("qwen3_5 text").unsupported(
+        columns=8, implements=Implements(attention=("full", "linear"), norms=("fp32 1 + weight",))))
+    moe = Implements(mlp=("dense", "moe"), routing=("softmax",))
+    assert "experts routed by grouped sigmoid (layer 1)" in str(plan("glm4_moe").unsupported(columns=8, implements=moe))
+    assert "latent attention (layer 0)" in str(plan("deepseek_v3").unsupported(columns=8, implements=moe))
+    assert "attention sinks (layer 0)" in str(plan("gpt_oss").unsupported(
+        columns=4, implements=Implements(mlp=("dense", "moe"), routing=("softmax of top k",),
+                                         norms=("fp32 weight",), rope_tables=("pairs",))))
+    assert "attention in chunks of 4 tokens" in str(plan("llama4_text").unsupported(columns=8))
+    assert "clipped queries" in str(plan("olmoe").unsupported(columns=8, implements=moe))
+    assert "model type 'granite'" in str(plan("granite").unsupported(columns=8, implements=IMPLEMENTS))
+    for name in ("qwen3_5 moe", "gemma4 shared kv", "gemma4 moe", "qwen3_5 multimodal", "gemma3 multimodal",
+                 "gpt_oss", "mixtral", "qwen2_moe", "olmoe", "deepseek_v3", "glm4_moe", "qwen3_next", "llama4_text"):
+        assert plan(name).unsupported(columns=8, implements=IMPLEMENTS) is None, name
+
+
+def test_the_moe_families_plans_say_their_layer_kinds() -> None:
+    gpt = plan("gpt_oss")
+    assert all(layer.sinks and layer.routing == "softmax of top k" for layer in gpt.layers)
+    assert (gpt.norm, gpt.rope_tables) == ("fp32 weight", "pairs")
+    deepseek = plan("deepseek_v3")
+    assert [(layer.attention, layer.mlp, layer.routing) for layer in deepseek.layers] == [
+        ("latent", "dense", ""), ("latent", "moe", "grouped sigmoid")]
+    assert [layer.mlp for layer in plan("glm4_moe").layers] == ["dense", "moe"]
+    assert plan("olmoe").clip_qkv == 0.5
+    llama4 = plan("llama4_text")
+    assert [(layer.attention, layer.rotary, layer.mlp) for layer in llama4.layers] == [
+        ("chunked", True, "dense"), ("full", False, "moe")]
+    assert llama4.layers[1].routing == "sigmoid of top k, on inputs"
+    assert (llama4.rope_tables, llama4.rope_pairs) == ("complex", "interleaved")
+    next_ = plan("qwen3_next")
+    assert [layer.attention for layer in next_.layers] == ["linear", "full"]
+    assert (next_.norm, next_.attention_gate) == ("fp32 1 + weight", True)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import torch
 from tiny_families import COMMON, hub_model, tokenizer, write_checkpoint
@@ -30,7 +31,8 @@ from retrain.models import routing
 from retrain.models.family import family_of
 from retrain.types import Datum, Routes, SamplingParams
 
-MOE = ["qwen3_moe", "qwen3_5 moe", "gemma4 moe", "gpt_oss"]
+MOE = ["qwen3_moe", "qwen3_5 moe", "gemma4 moe", "gpt_oss", "mixtral", "qwen2_moe", "olmoe", "deepseek_v3", "glm4_moe",
+       "qwen3_next"]
 PROMPTS = [[1, 20, 30, 40, 50, 60, 70], [1, 33, 44], [1, 5, 9, 12]]
 #: a Qwen3-MoE whose routing decides much of each layer (routers and experts drawn at std 0.5),
 #: so a bf16 sampler routes some tokens differently from the fp32 trainer
@@ -99,7 +101,8 @@ def test_each_family_weighs_its_routers_own_choice_bit_for_bit(name: str) -> Non
             r.norm_topk_prob = True  # type: ignore[assignment]
     family = family_of(model.config)
     found = routing.routers(model)
-    assert family.replays_routing and sorted(found) == [0, 1]
+    routed = [i for i, layer in enumerate(family.plan(model.config).layers) if layer.mlp != "dense"]
+    assert family.replays_routing and sorted(found) == routed and routed
     for dtype in (torch.float32, torch.bfloat16):
         for router in found.values():
             router.to(dtype)
@@ -113,8 +116,6 @@ def test_each_family_weighs_its_routers_own_choice_bit_for_bit(name: str) -> Non
 @pytest.mark.parametrize("decoder", ["retrain", "transformers", "no cache"])
 def test_the_sampler_records_what_its_routers_chose_at_every_position(name: str, decoder: str) -> None:
     model = hub_model(name)
-    if name == "gpt_oss" and decoder == "retrain":
-        pytest.skip("retrain's decoder does not run gpt-oss (the plan says why)")
     stats = SampleStats()
     groups = generate(model, PROMPTS, 2, SamplingParams(max_tokens=10), [2], 0, torch.Generator().manual_seed(3),
                       decoder="transformers" if decoder == "no cache" else decoder, use_cache=decoder != "no cache",
@@ -239,11 +240,34 @@ def test_routes_of_a_batch_sampled_ahead_are_the_same_after_a_resume(tiny_config
 def test_a_model_with_no_routing_to_replay_is_refused_by_name(tiny_config, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(UserError, match=r"routing_replay = true, but tiny \(qwen3\) has no mixture-of-experts layer"):
         LocalBackend(tiny_config("--routing-replay", "true"))
-    from transformers import AutoConfig, AutoModelForCausalLM
+    # Llama 4's router returns other outputs than a top-k router's: nothing of it is replayed
+    folder = write_checkpoint("llama4_text", tmp_path / "llama4")
+    with pytest.raises(UserError, match="routing_replay = true is not built yet for llama4_text models"):
+        LocalBackend(tiny_config("--model", str(folder), "--routing-replay", "true"))
 
-    config = AutoConfig.for_model("qwen2_moe", **dict(COMMON, num_experts=4, num_experts_per_tok=2,
-                                                      moe_intermediate_size=16, shared_expert_intermediate_size=16))
-    AutoModelForCausalLM.from_config(config).save_pretrained(str(tmp_path / "qwen2_moe"))
-    tokenizer().save_pretrained(str(tmp_path / "qwen2_moe"))
-    with pytest.raises(UserError, match="routing_replay = true is not built yet for qwen2_moe models"):
-        LocalBackend(tiny_config("--model", str(tmp_path / "qwen2_moe"), "--routing-replay", "true"))
+
+def test_a_grouped_router_recorded_by_retrains_decoder_is_replayed(tiny_config, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """DeepSeek-V3 end to end (a dense first layer, grouped sigmoid routing, latent attention):
+    retrain's decoder samples it and records its routes, which its own router reproduces in the
+    trainer's fp32 forward; routes moved to other experts are the ones the trainer then runs."""
+    folder = write_checkpoint("deepseek_v3", tmp_path / "model")
+    backend = LocalBackend(tiny_config("--model", str(folder), "--routing-replay", "true"))
+    assert backend.replay is not None
+    datums = datums_of(PROMPTS, backend.sample(PROMPTS, 2, SamplingParams(max_tokens=8)))
+    assert backend.runtime_metrics()["engine_decoder"] == "retrain"
+    for moved in (0, 3):
+        shifted = [msgspec.structs.replace(d, routes=Routes.of((d.routes.array().astype("int64") + moved) % 8))
+                   for d in datums if d.routes is not None]
+        batch = collate(shifted, 0, backend.device)
+        with experts_ids(backend.model) as seen, backend.replay.replaying(batch), torch.no_grad():
+            action_logprobs(backend.model, batch.input_ids, batch.attention_mask, batch.action, 1.0)
+        assert sorted(seen) == [1]
+        [ids] = seen[1]
+        for r, datum in enumerate(shifted):
+            assert datum.routes is not None
+            recorded = torch.from_numpy(datum.routes.array()[:, 1].astype("int64"))
+            at = r * batch.input_ids.shape[1] + torch.arange(recorded.shape[0])
+            assert torch.equal(ids[at], recorded), (moved, r)
+    assert float(backend.replay.metrics()["routing/differing_fraction"]) > 0  # the moved routes
+    assert backend.train_step(datums, 1e-2, 0.0).tokens > 0
+    assert int(backend.replay.metrics()["routing/replayed_routes"]) > 0

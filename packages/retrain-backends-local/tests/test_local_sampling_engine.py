@@ -34,8 +34,16 @@ SHAPES = {
 #: the other families retrain's decoder runs, as `tiny_families` builds them (text models: what
 #: retrain loads from a multimodal checkpoint)
 FAMILIES = ["mistral short window", "qwen3_moe", "qwen3_5 text", "qwen3_5 moe", "gemma3 text", "gemma4 text",
-            "gemma4 shared kv", "gemma4 moe"]
+            "gemma4 shared kv", "gemma4 moe", "gpt_oss", "mixtral", "qwen2_moe", "olmoe", "deepseek_v3", "glm4_moe",
+            "qwen3_next", "llama4_text"]
 EVERY = sorted(SHAPES) + FAMILIES
+#: peft's "all-linear" also wraps Llama 4's router, a Linear whose forward returns a tuple, and
+#: breaks transformers' own forward: its LoRA goes on the projections by name
+LINEAR_SUFFIXES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def every_linear(shape: str) -> list[str] | str:
+    return LINEAR_SUFFIXES if shape == "llama4_text" else "all-linear"
 
 
 def model_of(shape: str, seed: int = 0) -> torch.nn.Module:
@@ -117,12 +125,16 @@ def test_retrain_and_transformers_forwards_sample_alike(shape: str, params: Samp
         monkeypatch.setattr(lean, "PACK_MIN_STEPS", 0)
     model = model_of(shape)
     if shape == "qwen2" or shape in FAMILIES:  # LoRA beside packed q/k/v with biases; on every linear of a family
-        targets = ["q_proj", "v_proj", "up_proj"] if shape == "qwen2" else "all-linear"
+        targets = ["q_proj", "v_proj", "up_proj"] if shape == "qwen2" else every_linear(shape)
         model = with_lora(model, targets, 0.2)
     stats = SampleStats()
-    ours = sample(model, params, stats=stats)
+    # transformers counts Llama 4's temperature positions from the cache's length, a left-padded
+    # row's padding included: its reference is each prompt alone (the trainer's right-padded
+    # forward agrees with retrain's padded one: the family matrix)
+    alone = [[p] for p in PROMPTS] if shape == "llama4_text" else [PROMPTS]
+    ours = [g for prompts in alone for g in sample(model, params, stats=stats, prompts=prompts)]
     assert stats.decoder == "retrain"
-    theirs = sample(model, params, decoder="transformers")
+    theirs = [g for prompts in alone for g in sample(model, params, decoder="transformers", prompts=prompts)]
     for mine, ref in zip((c for g in ours for c in g), (c for g in theirs for c in g), strict=True):
         assert mine.token_ids == ref.token_ids
         # fp32 rounding grows with the logprob's size: oneDNN's packed products sum in another
@@ -385,7 +397,7 @@ def test_under_bf16_autocast_the_stacked_products_follow_transformers(shape: str
     """Autocast (how CUDA runs) makes the decoder stack q/k/v and gate/up into single bf16
     products with the LoRA deltas folded in; on the CPU's autocast that path is checked
     against transformers' forward under the same autocast."""
-    model = with_lora(model_of(shape), "all-linear", 0.3)
+    model = with_lora(model_of(shape), every_linear(shape), 0.3)
     params = SamplingParams(max_tokens=12)
     runs = {}
     for decoder in ("retrain", "transformers"):
@@ -396,7 +408,10 @@ def test_under_bf16_autocast_the_stacked_products_follow_transformers(shape: str
     assert sum(a.token_ids == b.token_ids for a, b in zip(ours, theirs, strict=True)) >= 0.75 * len(ours)
     gaps = [abs(x - y) for a, b in zip(ours, theirs, strict=True) if a.token_ids == b.token_ids
             for x, y in zip(a.logprobs, b.logprobs, strict=True)]
-    assert max(gaps) < 0.05 and sum(gaps) / len(gaps) < 0.01, (max(gaps), sum(gaps) / len(gaps))
+    # Qwen3-Next: one token's logprob 0.0515 apart (mean 0.0012), bf16 rounding: each engine is as
+    # far from the fp32 forward (max 0.042 transformers', 0.052 retrain's; means 0.0023, 0.0027)
+    bound = 0.06 if shape == "qwen3_next" else 0.05
+    assert max(gaps) < bound and sum(gaps) / len(gaps) < 0.01, (max(gaps), sum(gaps) / len(gaps))
 
 
 @pytest.mark.parametrize("shape", ["llama", *FAMILIES])

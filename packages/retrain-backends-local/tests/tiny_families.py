@@ -57,6 +57,28 @@ SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
     "granite": ("granite", dict(COMMON, logits_scaling=4.0)),
     "gpt_oss": ("gpt_oss", dict(COMMON, head_dim=8, num_local_experts=4, num_experts_per_tok=2, sliding_window=4,
                                 layer_types=["sliding_attention", "full_attention"])),
+    # mixture-of-experts and attention kinds of 2026's families: each family's routing, shared
+    # experts and dense first layers, latent attention (a yarn rotary in interleaved pairs),
+    # clipped q/k/v, chunks and no-RoPE layers shorter than the sequences sampled
+    "mixtral": ("mixtral", dict(COMMON, num_local_experts=4, num_experts_per_tok=2)),
+    "qwen2_moe": ("qwen2_moe", dict(COMMON, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16,
+                                    shared_expert_intermediate_size=16)),
+    "olmoe": ("olmoe", dict(COMMON, num_experts=4, num_experts_per_tok=2, clip_qkv=0.5)),
+    "deepseek_v3": ("deepseek_v3", dict(COMMON, num_key_value_heads=4, q_lora_rank=16, kv_lora_rank=16,
+                                        qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6, n_routed_experts=8,
+                                        num_experts_per_tok=2, n_group=4, topk_group=2, n_shared_experts=1,
+                                        first_k_dense_replace=1, moe_intermediate_size=16,
+                                        rope_parameters=dict(rope_type="yarn", rope_theta=10000.0, factor=4.0,
+                                                             original_max_position_embeddings=64, mscale=1.0,
+                                                             mscale_all_dim=1.0))),
+    "glm4_moe": ("glm4_moe", dict(COMMON, head_dim=8, n_routed_experts=8, num_experts_per_tok=2, n_group=2,
+                                  topk_group=1, n_shared_experts=1, first_k_dense_replace=1, moe_intermediate_size=16,
+                                  use_qk_norm=True, attention_bias=True)),
+    "qwen3_next": ("qwen3_next", dict(QWEN35, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16,
+                                      shared_expert_intermediate_size=16)),
+    "llama4_text": ("llama4_text", dict(COMMON, head_dim=8, intermediate_size=16, intermediate_size_mlp=64,
+                                        num_local_experts=4, num_experts_per_tok=1, interleave_moe_layer_step=2,
+                                        no_rope_layer_interval=2, attention_chunk_size=4, floor_scale=4)),
 }
 
 

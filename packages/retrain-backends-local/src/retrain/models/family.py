@@ -38,7 +38,6 @@ UNSTATED = {
     "olmo2": "norms after attention and MLP only, q/k norms over all heads at once",
     "phi3": "fused qkv and gate_up projections",
     "granite": "embedding, residual and attention multipliers",
-    "gpt_oss": "attention sinks and biased, clamped experts",
 }
 
 
@@ -109,9 +108,24 @@ def _vocab(model: Any) -> int:
 
 
 def families() -> tuple[Family, ...]:
-    from retrain.models import gemma3, gemma4, gpt_oss, qwen3_moe, qwen35
+    from retrain.models import (
+        deepseek_v3,
+        gemma3,
+        gemma4,
+        glm4_moe,
+        gpt_oss,
+        llama4,
+        mixtral,
+        olmoe,
+        qwen2_moe,
+        qwen3_moe,
+        qwen3_next,
+        qwen35,
+    )
 
-    return qwen35.Qwen35(), gemma3.Gemma3(), gemma4.Gemma4(), qwen3_moe.Qwen3Moe(), gpt_oss.GptOss()
+    return (qwen35.Qwen35(), gemma3.Gemma3(), gemma4.Gemma4(), qwen3_moe.Qwen3Moe(), gpt_oss.GptOss(),
+            mixtral.Mixtral(), qwen2_moe.Qwen2Moe(), olmoe.Olmoe(), deepseek_v3.DeepseekV3(), glm4_moe.Glm4Moe(),
+            qwen3_next.Qwen3Next(), llama4.Llama4())
 
 
 def family_of(config: Any) -> Family:
@@ -130,7 +144,7 @@ def prepare_family(family: Family, model: Any, options: Mapping[str, Any]) -> di
         if type(other) is type(family):
             continue
         for key, default in other.options.items():
-            if key in options and options[key] != default:
+            if key in options and options[key] != default and key not in family.options:
                 kind = getattr(model.config, "model_type", "?")
                 raise UserError(f"[backend.options] {key} = {options[key]!r} applies to {other.name} models, "
                                 f"and this model is a {kind}", hint="remove it")

@@ -7,6 +7,12 @@ the training model untouched (merging in place and back would drift the frozen b
 by rounding). The copy doubles the model's memory, so it is used on the CPU (small models)
 unless the `sample_merged_lora` option says otherwise, and always to sample ahead in-process
 (`AheadSampler`).
+
+peft also adapts parameters rather than linear layers: the fused experts of a mixture-of-experts
+model where its v4-to-v5 target conversion turns `gate_proj`/`up_proj`/`down_proj` into the
+experts' `gate_up_proj` and `down_proj` (DeepSeek-V3, GLM-4.5, Qwen3-Next: every model type
+transformers converts as Qwen2-MoE). Their deltas are merged into the copy's parameters the same
+way, so the copy samples what the trained model computes.
 """
 
 from __future__ import annotations
@@ -32,18 +38,27 @@ class MergedSampler:
         for p in self.model.parameters():
             p.requires_grad_(False)
         self.pairs: list[tuple[str, Any, torch.nn.Linear]] = []  # (module name, LoRA layer, the copy's linear)
+        #: (module name, peft's wrapper of a parameter, the copy's parameter)
+        self.params: list[tuple[str, Any, torch.nn.Parameter]] = []
 
     def bind(self, peft_model: torch.nn.Module) -> int:
         """Pair every LoRA layer of the wrapped model with the copy's linear of the same name."""
-        from peft.tuners.lora import LoraLayer
+        from peft.tuners.lora import LoraLayer, ParamWrapper
 
         targets = dict(self.model.named_modules())
         for name, module in peft_model.named_modules():
-            if isinstance(module, LoraLayer) and name.startswith(PREFIX):
+            if isinstance(module, ParamWrapper) and name.startswith(PREFIX):
+                # nested wrappers (one per parameter of a module) all name the module they wrap
+                owner = targets.get(name[len(PREFIX):].replace(".base_layer", ""))
+                param = getattr(owner, module.parameter_name, None)
+                if not isinstance(param, torch.nn.Parameter) or param.shape != module.get_param().shape:
+                    raise RuntimeError(f"the sampling copy has no parameter {module.parameter_name} of {name}")
+                self.params.append((name, module, param))
+            elif isinstance(module, LoraLayer) and name.startswith(PREFIX):
                 linear = targets.get(name[len(PREFIX):])
                 if isinstance(linear, torch.nn.Linear):
                     self.pairs.append((name, module, linear))
-        return len(self.pairs)
+        return len(self.pairs) + len(self.params)
 
     @torch.no_grad()
     def refresh(self) -> None:
@@ -55,6 +70,12 @@ class MergedSampler:
                 b = layer.lora_B[adapter].weight
                 merged.addmm_(b.to(merged.dtype), a.to(merged.dtype), alpha=layer.scaling[adapter])  # bf16 base
             linear.weight.copy_(merged)
+        for _, wrapper, param in self.params:
+            merged = wrapper.get_param().clone()
+            for adapter in wrapper.active_adapters:
+                merged += expert_delta(wrapper, adapter, wrapper.lora_A[adapter].weight,
+                                       wrapper.lora_B[adapter].weight).to(merged.dtype)
+            param.copy_(merged)
 
     @torch.no_grad()
     def load(self, weights: Snapshot) -> None:
@@ -66,6 +87,26 @@ class MergedSampler:
                 b = weights[f"{name}.lora_B.{adapter}.weight"].to(merged.device, merged.dtype)
                 merged.addmm_(b, a, alpha=layer.scaling[adapter])
             linear.weight.copy_(merged)
+        for name, wrapper, param in self.params:
+            merged = wrapper.get_param().clone()
+            for adapter in wrapper.active_adapters:
+                a = weights[f"{name}.lora_A.{adapter}.weight"].to(merged.device, merged.dtype)
+                b = weights[f"{name}.lora_B.{adapter}.weight"].to(merged.device, merged.dtype)
+                merged += expert_delta(wrapper, adapter, a, b).to(merged.dtype)
+            param.copy_(merged)
+
+
+def expert_delta(wrapper: Any, adapter: str, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The delta peft's `ParamWrapper` adds to a stack of experts' weights, from LoRA factors
+    `a` [experts x rank, in] and `b` [out, rank x experts] (peft's layout and product,
+    `ParamWrapper.get_delta_weight`, for weights given rather than its own)."""
+    experts = int(wrapper.num_experts)
+    if experts == 1:
+        raise RuntimeError(f"a parameter LoRA of one expert ({wrapper.parameter_name}) is not merged for sampling")
+    a = a.reshape(experts, -1, a.shape[-1])
+    b = b.reshape(b.shape[0], -1, experts)
+    layout = "e o i" if wrapper._did_swap_in_out_features else "e i o"
+    return torch.einsum(f"o r e, e r i -> {layout}", b, a) * wrapper.scaling[adapter]
 
 
 class AheadSampler:

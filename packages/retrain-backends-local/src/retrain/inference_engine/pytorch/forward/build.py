@@ -16,10 +16,18 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from retrain.inference_engine.pytorch.forward.attention import Attention
+from retrain.inference_engine.pytorch.forward.attention import Attention, Rotation
+from retrain.inference_engine.pytorch.forward.context import FULL, Span
 from retrain.inference_engine.pytorch.forward.delta import GatedDelta
+from retrain.inference_engine.pytorch.forward.latent import LatentAttention
 from retrain.inference_engine.pytorch.forward.linear import Linears, Unsupported, base
-from retrain.inference_engine.pytorch.forward.mlp import Dense, DenseAndRouted, Routed
+from retrain.inference_engine.pytorch.forward.mlp import (
+    Dense,
+    DenseAndRouted,
+    InputScaled,
+    Mlp,
+    Routed,
+)
 from retrain.inference_engine.pytorch.forward.model import (
     Block,
     LeanModel,
@@ -27,17 +35,22 @@ from retrain.inference_engine.pytorch.forward.model import (
     PerLayerInputs,
 )
 from retrain.inference_engine.pytorch.forward.ops import Norm, heads_norm
+from retrain.inference_engine.pytorch.forward.regroup import gated_delta_parts
 from retrain.models.family import family_of, text_config
-from retrain.models.layers import DecoderPlan, LayerPlan
+from retrain.models.layers import DecoderPlan, Implements, LayerPlan
 
 #: rotary variants whose frequencies do not depend on the sequence length seen so far
 STATIC_ROPE = frozenset({"default", "linear", "llama3", "yarn", "proportional"})
 #: the short convolution's activations of a gated delta layer
 CONV_ACTIVATIONS = {"silu": F.silu, "swish": F.silu}
 #: what the decoder implements of a plan
-IMPLEMENTS: dict[str, Any] = dict(attention=("full", "sliding", "linear"), mlp=("dense", "moe", "dense+moe"),
-                                  norms=("weight", "fp32 weight", "fp32 1 + weight"), head_math=True, shared_kv=True,
-                                  per_layer_inputs=True, attention_gate=True, rope_axes=(1, 3))
+IMPLEMENTS = Implements(
+    attention=("full", "sliding", "chunked", "latent", "linear"), mlp=("dense", "moe", "dense+moe"),
+    routing=("softmax", "softmax of top k", "grouped sigmoid", "sigmoid of top k, on inputs"),
+    norms=("weight", "fp32 weight", "fp32 1 + weight"), head_math=True, shared_kv=True, per_layer_inputs=True,
+    attention_gate=True, rope_axes=(1, 3), rope_tables=("dims", "pairs", "complex"),
+    rope_pairs=("halves", "interleaved", "interleaved to halves"), qk_norm=("before rope", "after rope"),
+    no_rope=True, sinks=True, clip_qkv=True)
 
 
 def build(model: nn.Module, compute_dtype: torch.dtype | None, *, columns: int,
@@ -51,7 +64,7 @@ def build(model: nn.Module, compute_dtype: torch.dtype | None, *, columns: int,
     if config is None:
         raise Unsupported("a model without a transformers config")
     plan = family_of(config).plan(config)
-    why = plan.unsupported(columns=columns, **IMPLEMENTS)
+    why = plan.unsupported(columns=columns, implements=IMPLEMENTS)
     if why is not None:
         raise Unsupported(why)
     body = _text_body(lm)
@@ -69,10 +82,11 @@ def build(model: nn.Module, compute_dtype: torch.dtype | None, *, columns: int,
     for i, (module, layer) in enumerate(zip(body.layers, plan.layers, strict=True)):
         blocks.append(_block(i, module, layer, plan, text, linears, blocks, columns))
     attention = [b.mixer for b in blocks if isinstance(b.mixer, Attention)]
+    tables = {a.rotation.table for a in attention} | {b.mixer.table for b in blocks if isinstance(b.mixer, LatentAttention)}
     return LeanModel(
         embed=embed, embed_scale=embed_scale, blocks=blocks, norm=Norm.of(body.norm, plan.norm),
-        head=linears.one(lm.lm_head), rotary=_rotary(body), rope_keys=tuple(sorted({a.rope for a in attention})),
-        rope_axes=plan.rope_axes, windows=tuple(sorted({a.window for a in attention if a.window})),
+        head=linears.one(lm.lm_head), rotary=_rotary(body), rope_keys=tuple(sorted(t for t in tables if t is not None)),
+        rope_axes=plan.rope_axes, rope_kind=plan.rope_tables, spans=tuple(sorted({a.span for a in attention} - {FULL})),
         sources=frozenset(layer.kv_source for layer in plan.layers if layer.kv_source is not None),
         per_layer=_per_layer_inputs(body, text, plan, linears) if plan.per_layer_inputs else None,
         logit_scale=plan.logit_scale, softcap=plan.logit_softcap, dtype=dtype)
@@ -111,25 +125,28 @@ def _rotary(body: Any) -> Any:
 def _block(i: int, module: Any, layer: LayerPlan, plan: DecoderPlan, text: Any, linears: Linears,
            blocks: Sequence[Block], columns: int) -> Block:
     kind = plan.norm
-    mixer: Attention | GatedDelta
+    mixer: Attention | LatentAttention | GatedDelta
     if layer.attention == "linear":
         mixer = _gated_delta(i, module.linear_attn, kind, linears)
+    elif layer.attention == "latent":
+        mixer = _latent(i, module.self_attn, plan, text, linears)
     else:
         mixer = _attention(i, module.self_attn, layer, plan, text, linears, blocks, columns)
     sandwich = hasattr(module, "pre_feedforward_layernorm")  # Gemma: norms after attention and MLP too
     post_mixer = Norm.of(module.post_attention_layernorm, kind) if sandwich else None
     pre_mlp: Norm | None = Norm.of(module.pre_feedforward_layernorm if sandwich else module.post_attention_layernorm, kind)
-    mlp: Dense | Routed | DenseAndRouted
+    block_mlp = module.mlp if hasattr(module, "mlp") else module.feed_forward  # Llama 4's name
+    mlp: Mlp
     if layer.mlp == "dense+moe":
         assert pre_mlp is not None
-        mlp = DenseAndRouted(pre_mlp, _dense(module.mlp, linears), Norm.of(module.post_feedforward_layernorm_1, kind),
+        mlp = DenseAndRouted(pre_mlp, _dense(block_mlp, linears), Norm.of(module.post_feedforward_layernorm_1, kind),
                              module.router, Norm.of(module.pre_feedforward_layernorm_2, kind), module.experts,
                              Norm.of(module.post_feedforward_layernorm_2, kind))
         pre_mlp = None
     elif layer.mlp == "moe":
-        mlp = _routed(module.mlp, linears)
+        mlp = _routed(i, block_mlp, layer, linears)
     else:
-        mlp = _dense(module.mlp, linears)
+        mlp = _dense(block_mlp, linears)
     per_layer = None
     if plan.per_layer_inputs:
         per_layer = PerLayer(linears.one(module.per_layer_input_gate), linears.one(module.per_layer_projection),
@@ -151,50 +168,104 @@ def _attention(i: int, attn: Any, layer: LayerPlan, plan: DecoderPlan, text: Any
     def norm(name: str) -> Norm | None:
         return Norm.of(getattr(attn, name), plan.norm) if hasattr(attn, name) else None
 
+    q_norm, k_norm = norm("q_norm"), norm("k_norm")
+    wide = q_norm is not None and q_norm.weight is not None and q_norm.weight.numel() == heads * d != d
     source = layer.kv_source
     if source is not None:
         owner = blocks[source].mixer
         if not isinstance(owner, Attention) or owner.source is not None or owner.head_dim != d:
             raise Unsupported(f"layer {i} reads the keys and values of layer {source}, which has none of its shape")
         kv, k_is_v, qkv = owner.kv_heads, False, linears(attn.q_proj)
-        qk_norm = heads_norm([(norm("q_norm"), heads)])
+        qk_norm = heads_norm([(q_norm, heads)])
     else:
         k_is_v = getattr(attn, "v_proj", None) is None
         kv = base(attn.k_proj).out_features // d
         qkv = linears(attn.q_proj, attn.k_proj, *(() if k_is_v else (attn.v_proj,)))
-        qk_norm = heads_norm([(norm("q_norm"), heads), (norm("k_norm"), kv)])
-    window = layer.window if layer.attention == "sliding" and layer.window < columns else 0
+        qk_norm = None if wide else heads_norm([(q_norm, heads), (k_norm, kv)])
+    if (wide or plan.clip_qkv is not None) and (source is not None or k_is_v or plan.attention_gate):
+        raise Unsupported(f"norms over all heads or clipped projections beside shared, gated or key-only values (layer {i})")
+    span: Span = FULL
+    if layer.attention in ("sliding", "chunked") and layer.window < columns:
+        span = (layer.attention, layer.window)
     return Attention(i, qkv, linears.one(attn.o_proj), heads, kv, d, float(getattr(attn, "scaling", d ** -0.5)),
-                     qk_norm, norm("v_norm") if source is None else None, plan.attention_gate, k_is_v, source, window,
-                     layer.rope, linears.dtype)
+                     qk_norm, norm("v_norm") if source is None else None, plan.attention_gate, k_is_v, source, span,
+                     _rotation(i, attn, layer, plan), linears.dtype,
+                     wide_norms=(q_norm, k_norm) if wide and q_norm is not None and k_norm is not None else None,
+                     clip=plan.clip_qkv, sinks=attn.sinks if layer.sinks else None)
+
+
+def _rotation(i: int, attn: Any, layer: LayerPlan, plan: DecoderPlan) -> Rotation:
+    """The layer's rotary table, pairs, norm after rotation (a weightless `qk_norm` module:
+    Llama 4's) and temperature tuning, as the plan says them; a module the plan does not
+    account for is refused."""
+    after = getattr(attn, "qk_norm", None)
+    if (after is not None) != (plan.qk_norm == "after rope" and layer.rotary):
+        raise Unsupported(f"a q/k norm after the rotation the plan does not state (layer {i})")
+    norm_after = None
+    if after is not None:
+        if getattr(after, "weight", None) is not None or not isinstance(getattr(after, "eps", None), float):
+            raise Unsupported(f"a {type(after).__name__} after the rotation (layer {i})")
+        norm_after = Norm(None, float(after.eps))
+    temperature = None
+    if layer.temperature:
+        temperature = (float(attn.attn_scale), float(attn.floor_scale))
+    return Rotation(layer.rope if layer.rotary else None, plan.rope_pairs, norm_after, temperature)
+
+
+def _latent(i: int, attn: Any, plan: DecoderPlan, text: Any, linears: Linears) -> LatentAttention:
+    """DeepSeek-V3's multi-head latent attention; one KV head per query head, as its
+    attention computes it (keys are expanded for every query head)."""
+    heads = int(text.num_attention_heads)
+    if int(getattr(text, "num_key_value_heads", heads) or heads) != heads:
+        raise Unsupported(f"latent attention with {text.num_key_value_heads} KV heads for {heads} query heads (layer {i})")
+    low_rank = getattr(attn, "q_a_proj", None) is not None
+    first = attn.q_a_proj if low_rank else attn.q_proj
+    return LatentAttention(
+        i, linears(first, attn.kv_a_proj_with_mqa), Norm.of(attn.q_a_layernorm, plan.norm) if low_rank else None,
+        linears.one(attn.q_b_proj) if low_rank else None, Norm.of(attn.kv_a_layernorm, plan.norm),
+        linears.one(attn.kv_b_proj), linears.one(attn.o_proj), heads, int(attn.qk_nope_head_dim),
+        int(attn.qk_rope_head_dim), int(attn.v_head_dim), int(attn.kv_lora_rank), float(attn.scaling),
+        "", plan.rope_pairs, linears.dtype)
 
 
 def _gated_delta(i: int, la: Any, kind: str, linears: Linears) -> GatedDelta:
     """A Gated DeltaNet layer; its chunked rule is the one its modeling module runs (set by the
-    family's kernel choice, `retrain.models.qwen35`)."""
+    family's kernel choice, `retrain.models.qwen35`). Qwen3-Next's projections, grouped per
+    key head, are taken apart into Qwen3.5's (`forward.regroup`)."""
     chunk_rule = getattr(sys.modules[type(la).__module__], "torch_chunk_gated_delta_rule", None)
     act = CONV_ACTIVATIONS.get(str(getattr(la, "activation", "")))
     gated = getattr(la, "norm", None)
     if chunk_rule is None or act is None or getattr(gated, "activation", None) != "silu":
         raise Unsupported(f"a {type(la).__name__} (layer {i}) unlike Qwen3.5's")
-    return GatedDelta(i, linears(la.in_proj_qkv, la.in_proj_z, la.in_proj_b, la.in_proj_a), la.conv1d.weight,
-                      la.conv1d.bias, act, la.A_log, la.dt_bias, Norm(gated.weight, float(gated.variance_epsilon)),
-                      linears.one(la.out_proj), int(la.num_k_heads), int(la.num_v_heads), int(la.head_k_dim),
-                      int(la.head_v_dim), chunk_rule, linears.dtype)
+    if hasattr(la, "in_proj_qkvz"):
+        proj = linears.parts(*gated_delta_parts(la))
+    else:
+        proj = linears(la.in_proj_qkv, la.in_proj_z, la.in_proj_b, la.in_proj_a)
+    return GatedDelta(i, proj, la.conv1d.weight, la.conv1d.bias, act, la.A_log, la.dt_bias,
+                      Norm(gated.weight, float(gated.variance_epsilon)), linears.one(la.out_proj), int(la.num_k_heads),
+                      int(la.num_v_heads), int(la.head_k_dim), int(la.head_v_dim), chunk_rule, linears.dtype)
 
 
 def _dense(mlp: Any, linears: Linears) -> Dense:
-    return Dense(linears(mlp.gate_proj, mlp.up_proj), linears.one(mlp.down_proj), mlp.act_fn)
+    act = getattr(mlp, "act_fn", None) or getattr(mlp, "activation_fn", None)  # Llama 4's name
+    return Dense(linears(mlp.gate_proj, mlp.up_proj), linears.one(mlp.down_proj), act)
 
 
-def _routed(mlp: Any, linears: Linears) -> Routed:
-    router, experts = getattr(mlp, "gate", None), getattr(mlp, "experts", None)
+def _routed(i: int, mlp: Any, layer: LayerPlan, linears: Linears) -> Mlp:
+    """The block's router and experts modules (`gate`, or gpt-oss's and Llama 4's `router`),
+    with its shared expert: sigmoid-gated (`shared_expert` and `shared_expert_gate`), added as
+    it is (DeepSeek's `shared_experts`, Llama 4's `shared_expert`)."""
+    router = getattr(mlp, "gate", None) if hasattr(mlp, "gate") else getattr(mlp, "router", None)
+    experts = getattr(mlp, "experts", None)
     if router is None or experts is None or not type(getattr(router, "base_layer", router)).__name__.endswith("Router"):
-        raise Unsupported(f"a {type(mlp).__name__} whose router is not a top-k router module")
-    shared = getattr(mlp, "shared_expert", None)
+        raise Unsupported(f"a {type(mlp).__name__} whose router is not a router module (layer {i})")
+    if layer.routing == "sigmoid of top k, on inputs":
+        return InputScaled(router, experts, _dense(mlp.shared_expert, linears))
+    shared = getattr(mlp, "shared_expert", None) or getattr(mlp, "shared_experts", None)
     if shared is None:
         return Routed(router, experts)
-    return Routed(router, experts, _dense(shared, linears), linears.one(mlp.shared_expert_gate))
+    gate = getattr(mlp, "shared_expert_gate", None)
+    return Routed(router, experts, _dense(shared, linears), linears.one(gate) if gate is not None else None)
 
 
 def _per_layer_inputs(body: Any, text: Any, plan: DecoderPlan, linears: Linears) -> PerLayerInputs:

@@ -1,7 +1,9 @@
 """retrain's own decoding forward, on the transformers model's own weights, with state
 preallocated for the whole call: the llama family (llama, mistral with its sliding window,
 qwen2, qwen3), Qwen3-MoE, Qwen3.5 (its hybrid Gated DeltaNet layers), Gemma 3 and Gemma 4,
-text-only or the text model of a multimodal checkpoint. How each layer runs is the model family's plan
+text-only or the text model of a multimodal checkpoint, and the mixture-of-experts families by
+their layer kinds (gpt-oss, Mixtral, Qwen2-MoE, OLMoE, DeepSeek-V3, GLM-4.5, Qwen3-Next, Llama
+4's text model). How each layer runs is the model family's plan
 (`retrain.models.layers`, built into a `forward.model.LeanModel` by `forward.build`); a model
 it does not run decodes on transformers' forward, with the reason in `engine_decoder_note`.
 
@@ -19,7 +21,8 @@ delta rule's state in fp32. Attention is `scaled_dot_product_attention`.
 Columns: column c holds prompt position c of a left-padded prompt (padding masked) and, from
 the prompt's width on, one decoded token per column, in every layer's cache. A sliding window
 is a mask over the columns (a key in column j is seen from column i when i - window < j <= i:
-positions and columns differ by the row's padding only). Rows can be compacted to a prefix
+positions and columns differ by the row's padding only); a chunk is too, counted from the row's
+first real token (Llama 4). Rows can be compacted to a prefix
 (`keep`) when some finish: the buffers stay where they are, so a graph captured for a prefix
 size stays valid.
 """
@@ -30,7 +33,7 @@ import torch
 from torch import nn
 
 from retrain.inference_engine.pytorch.forward.build import build
-from retrain.inference_engine.pytorch.forward.context import Prefill, Step
+from retrain.inference_engine.pytorch.forward.context import FULL, Prefill, Span, Step
 from retrain.inference_engine.pytorch.forward.graphs import StepGraphs
 from retrain.inference_engine.pytorch.forward.linear import PACK_MIN_STEPS
 
@@ -101,25 +104,32 @@ class LeanForward:
         x = m.embeddings(self.token[:n])
         pos = self.pos[:n]
         rope = {key: (cos[pos][:, None], sin[pos][:, None]) for key, (cos, sin) in self.tables.items()}
-        ctx = Step(n, self.column, rope, self._views(n, upto), self.state,
+        ctx = Step(n, self.column, rope, pos, self._views(n, upto, pos), self.state,
                    m.per_layer(self.token[:n], x) if m.per_layer is not None else None)
         for block in m.blocks:
             x = block.step(x, ctx)
         return m.logits(x)
 
-    def _views(self, n: int, upto: int) -> dict[int, tuple[slice, torch.Tensor]]:
-        """Each window's columns and key mask: all columns written so far for full attention;
+    def _views(self, n: int, upto: int, pos: torch.Tensor) -> dict[Span, tuple[slice, torch.Tensor]]:
+        """Each span's columns and key mask: all columns written so far for full attention;
         for a window, the columns it covers (eager) or all of them with the rest masked (the
-        graphed step, which attends over every column)."""
+        graphed step, which attends over every column); for chunks, the columns written so far
+        with those before the row's chunk masked (a row's chunk starts `pos % chunk` columns
+        back)."""
         bias = self.bias[:n, None, None]
-        views = {0: (slice(0, upto), bias[..., :upto])}
-        for window in self.m.windows:
-            if upto == self.columns:
-                outside = self.column_index <= self.column - window
-                views[window] = (slice(0, upto), bias.masked_fill(outside, float("-inf")))
+        views = {FULL: (slice(0, upto), bias[..., :upto])}
+        for span in self.m.spans:
+            kind, size = span
+            if kind == "chunked":
+                start = self.column - pos % size  # [n]
+                outside = self.column_index[:upto] < start[:, None]
+                views[span] = (slice(0, upto), bias[..., :upto].masked_fill(outside[:, None, None], float("-inf")))
+            elif upto == self.columns:
+                outside = self.column_index <= self.column - size
+                views[span] = (slice(0, upto), bias.masked_fill(outside, float("-inf")))
             else:
-                lo = max(0, upto - window)
-                views[window] = (slice(lo, upto), bias[..., lo:upto])
+                lo = max(0, upto - size)
+                views[span] = (slice(lo, upto), bias[..., lo:upto])
         return views
 
     def _prefill(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
@@ -148,12 +158,17 @@ class LeanForward:
         # causal over real keys; a padding query also sees itself, so no row of softmax is empty
         causal = torch.ones((p, p), dtype=torch.bool, device=ids.device).tril()
         own = torch.eye(p, dtype=torch.bool, device=ids.device)[None]
-        attend = {0: ((causal[None] & real[:, None, :]) | own)[:, None]}
-        for window in m.windows:
-            band = causal & ~torch.ones_like(causal).tril(-window)
-            attend[window] = ((band[None] & real[:, None, :]) | own)[:, None]
+        attend = {FULL: ((causal[None] & real[:, None, :]) | own)[:, None]}
+        for span in m.spans:
+            kind, size = span
+            if kind == "chunked":
+                same = (positions[:, :, None] // size) == (positions[:, None, :] // size)
+                attend[span] = ((causal[None] & same & real[:, None, :]) | own)[:, None]
+            else:
+                band = causal & ~torch.ones_like(causal).tril(-size)
+                attend[span] = ((band[None] & real[:, None, :]) | own)[:, None]
         rope = {key: (cos[positions][:, None], sin[positions][:, None]) for key, (cos, sin) in self.tables.items()}
-        ctx = Prefill(real, attend, rope, rows, source, self.state,
+        ctx = Prefill(real, attend, rope, positions, rows, source, self.state,
                       m.per_layer(ids, x) if m.per_layer is not None else None, m.sources)
         for block in m.blocks:
             x = block.prefill(x, ctx)

@@ -104,7 +104,9 @@ class Linears:
     stack: bool
 
     def __call__(self, *modules: Any) -> tuple[Linear, ...]:
-        parts = [part(module) for module in modules]
+        return self.parts(*(part(module) for module in modules))
+
+    def parts(self, *parts: Part) -> tuple[Linear, ...]:
         if self.stack:
             return (Linear.of(parts, self.dtype, self.pack_rows),)
         return tuple(Linear.of([p], self.dtype, self.pack_rows) for p in parts)

@@ -1,10 +1,12 @@
 """The MLPs of retrain's decoder (`mlp` in the model's plan): a gated dense MLP; routed experts
-(Qwen3-MoE, Qwen3.5-MoE with its sigmoid-gated shared expert); Gemma 4's dense MLP and routed
-experts side by side.
+(Qwen3-MoE, Mixtral, OLMoE, gpt-oss; Qwen2-MoE, Qwen3-Next and Qwen3.5-MoE with a
+sigmoid-gated shared expert; DeepSeek-V3 and GLM-4.5 with shared experts added as they are);
+Gemma 4's dense MLP and routed experts side by side; Llama 4's experts on inputs their router
+scaled, with its shared expert.
 
 Routing is per step on the batch, with the model's own router and experts modules: the
-router's top-k of a softmax, the experts run by the implementation transformers set on the
-model (`grouped_mm` by default: fixed shapes, so a decoding step with experts is captured as
+router's choice however it makes it (`retrain.models.layers.Routing`), the experts run by the
+implementation transformers set on the model (`grouped_mm` by default: fixed shapes, so a decoding step with experts is captured as
 a CUDA graph like any other; a capture that fails leaves the eager step). The router and
 experts modules are called as they are (wrapped by peft's parameter LoRA where a user adapted
 them; retrain's own LoRA targets leave them alone), so they compute exactly what the trainer's
@@ -46,13 +48,34 @@ class Routed:
     router: Any  # module: hidden [tokens, hidden] -> (logits, top-k weights, top-k expert ids)
     experts: Any  # module: (hidden, ids, weights) -> [tokens, hidden]
     shared: Dense | None = None
-    shared_gate: Linear | None = None
+    shared_gate: Linear | None = None  # None: the shared experts' output is added as it is
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         y = _routed(self.router, self.experts, x)
-        if self.shared is not None and self.shared_gate is not None:
-            y = y + torch.sigmoid(self.shared_gate(x)) * self.shared(x)
-        return y
+        if self.shared is None:
+            return y
+        if self.shared_gate is None:
+            return y + self.shared(x)
+        return y + torch.sigmoid(self.shared_gate(x)) * self.shared(x)
+
+
+@dataclass(frozen=True)
+class InputScaled:
+    """Llama 4's MoE block: its router's sigmoid scores over every expert (0 off its top k)
+    scale copies of each token's input, every expert runs on its copies in one batched
+    product (the experts module), the experts' outputs are summed onto the shared expert's.
+    transformers' ops in its order; an expert whose input was scaled to 0 adds 0."""
+
+    router: Any  # module: hidden [tokens, hidden] -> (scores [tokens, experts], logits)
+    experts: Any  # module: [experts x tokens, hidden] -> [experts x tokens, hidden]
+    shared: Dense
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1])
+        scores, _ = self.router(flat)
+        routed_in = flat.repeat(scores.shape[1], 1) * scores.transpose(0, 1).reshape(-1, 1)
+        routed = self.experts(routed_in).reshape(scores.shape[1], -1, flat.shape[-1]).sum(dim=0)
+        return self.shared(flat).add_(routed).reshape(x.shape)
 
 
 @dataclass(frozen=True)
@@ -75,3 +98,6 @@ class DenseAndRouted:
         _, weights, index = self.router(flat)
         routed = self.experts(self.pre_routed(flat), index, weights).reshape(h.shape)
         return dense + self.post_routed(routed)
+
+
+Mlp = Dense | Routed | DenseAndRouted | InputScaled

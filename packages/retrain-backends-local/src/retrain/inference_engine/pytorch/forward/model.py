@@ -2,9 +2,10 @@
 arranged per layer as its plan says to run them (`retrain.models.layers`), built once per
 sampling call by `forward.build`, run by `forward.lean`.
 
-A layer (`Block`) is a token mixer (`Attention` or `GatedDelta`) and an MLP with the norms
-around them: llama's before each; Gemma's also after each (sandwich norms); then Gemma 4's
-per-layer input term and layer scalar. The residual stream stays in the embeddings' dtype.
+A layer (`Block`) is a token mixer (`Attention`, `LatentAttention` or `GatedDelta`) and an MLP
+with the norms around them: llama's before each; Gemma's also after each (sandwich norms); then
+Gemma 4's per-layer input term and layer scalar. The residual stream stays in the embeddings'
+dtype.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ import torch
 from torch.nn import functional as F
 
 from retrain.inference_engine.pytorch.forward.attention import Attention
-from retrain.inference_engine.pytorch.forward.context import Prefill, Step
+from retrain.inference_engine.pytorch.forward.context import Prefill, Span, Step
 from retrain.inference_engine.pytorch.forward.delta import GatedDelta
+from retrain.inference_engine.pytorch.forward.latent import LatentAttention
 from retrain.inference_engine.pytorch.forward.linear import Linear
-from retrain.inference_engine.pytorch.forward.mlp import Dense, DenseAndRouted, Routed
+from retrain.inference_engine.pytorch.forward.mlp import Mlp
 from retrain.inference_engine.pytorch.forward.ops import Norm
+from retrain.models.layers import RopeTables
 
 
 @dataclass(frozen=True)
@@ -61,11 +64,11 @@ class PerLayerInputs:
 @dataclass(frozen=True)
 class Block:
     index: int
-    mixer: Attention | GatedDelta
+    mixer: Attention | LatentAttention | GatedDelta
     norm_in: Norm
     post_mixer: Norm | None  # Gemma's norm after attention
     pre_mlp: Norm | None  # None: the MLP normalises the residual itself (Gemma 4's MoE block)
-    mlp: Dense | Routed | DenseAndRouted
+    mlp: Mlp
     post_mlp: Norm | None
     per_layer: PerLayer | None
     scalar: torch.Tensor | None
@@ -99,7 +102,8 @@ class LeanModel:
     rotary: Any  # the model's rotary-embedding module
     rope_keys: tuple[str, ...]  # its tables the layers use ("": its one table)
     rope_axes: int
-    windows: tuple[int, ...]  # the sliding windows of the layers, shorter than the sequence
+    rope_kind: RopeTables  # what the rotary module returns (`retrain.models.layers.RopeTables`)
+    spans: tuple[Span, ...]  # the layers' windows and chunks, shorter than the sequence
     sources: frozenset[int]  # layers whose keys and values a shared layer reads
     per_layer: PerLayerInputs | None
     logit_scale: float
@@ -119,15 +123,20 @@ class LeanModel:
         return logits
 
     def rope_tables(self, length: int, device: torch.device) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-        """cos, sin [length, rotary dims] in fp32 for positions 0..length-1 per table
-        (transformers computes them in fp32 and casts to the residual dtype, fp32 under
-        autocast). A rotary of several position axes gets a text token's: one position on each."""
+        """cos, sin [length, rotary dims] in fp32 for positions 0..length-1 per table, each
+        angle twice as transformers' default rotary returns them (a module returning one per
+        pair, or complex numbers, repeated to that form; transformers computes them in fp32 and
+        casts to the residual dtype, fp32 under autocast). A rotary of several position axes
+        gets a text token's: one position on each."""
         probe = torch.zeros((), dtype=self.embed.dtype, device=device)
         positions = torch.arange(length, device=device)[None]
         if self.rope_axes > 1:
             positions = positions[None].expand(self.rope_axes, 1, length)
         tables = {}
         for key in self.rope_keys:
-            cos, sin = self.rotary(probe, positions, key) if key else self.rotary(probe, positions)
+            out = self.rotary(probe, positions, key) if key else self.rotary(probe, positions)
+            cos, sin = (out.real, out.imag) if self.rope_kind == "complex" else out
+            if self.rope_kind != "dims":
+                cos, sin = torch.cat([cos, cos], dim=-1), torch.cat([sin, sin], dim=-1)
             tables[key] = (cos[0], sin[0])
         return tables

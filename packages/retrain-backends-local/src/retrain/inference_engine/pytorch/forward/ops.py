@@ -1,6 +1,7 @@
 """The elementwise ops of retrain's decoder, as transformers writes them: RMSNorm in its three
 weight conventions (`retrain.models.layers.Norm`), rotary embeddings over all or the first
-dimensions of a head, the L2 norm of the gated delta rule."""
+dimensions of a head in each pairing of dimensions (`retrain.models.layers.RopePairs`), the L2
+norm of the gated delta rule."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from torch.nn import functional as F
 
 from retrain.inference_engine.pytorch.forward.linear import Unsupported
 from retrain.models.layers import Norm as NormKind
+from retrain.models.layers import RopePairs
 
 
 @dataclass(frozen=True)
@@ -65,13 +67,21 @@ def heads_norm(norms: list[tuple[Norm | None, int]]) -> Norm | None:
     return Norm(torch.cat(weights), first.eps, first.fp32)
 
 
-def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pairs: RopePairs = "halves") -> torch.Tensor:
     """Rotate the first `cos.shape[-1]` dimensions of each head of `x` (all of them, or a
-    partial rotary's share: the rest pass through), transformers' rotate-half layout."""
+    partial rotary's share: the rest pass through). The tables hold each angle twice, as
+    transformers' default rotary returns them (cos(f) for the first and the second half).
+    `pairs`: which dimensions rotate together (`retrain.models.layers.RopePairs`); each way is
+    the same products and sums as transformers' code for it (a complex product for Llama 4's)."""
     r = cos.shape[-1]
     if r < x.shape[-1]:
-        return torch.cat((rope(x[..., :r], cos, sin), x[..., r:]), dim=-1)
+        return torch.cat((rope(x[..., :r], cos, sin, pairs), x[..., r:]), dim=-1)
     half = r // 2
+    if pairs == "interleaved":
+        c, s, even, odd = cos[..., :half], sin[..., :half], x[..., 0::2], x[..., 1::2]
+        return torch.stack((even * c - odd * s, even * s + odd * c), dim=-1).flatten(-2)
+    if pairs == "interleaved to halves":
+        x = torch.cat((x[..., 0::2], x[..., 1::2]), dim=-1)
     rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
     return x * cos + rotated * sin
 
