@@ -27,7 +27,8 @@ from retrain.inference_engine.pytorch.forward.model import (
     PerLayerInputs,
 )
 from retrain.inference_engine.pytorch.forward.ops import Norm, heads_norm
-from retrain.models.family import family_of, text_config
+from retrain.models.families import family_of
+from retrain.models.family import text_config
 from retrain.models.layers import DecoderPlan, LayerPlan
 
 #: rotary variants whose frequencies do not depend on the sequence length seen so far
