@@ -12,7 +12,7 @@ from tiny_families import write_checkpoint
 
 from retrain.backends.local.checkpointing import write_checkpoint as write_trained
 from retrain.backends.local.lora import apply_lora
-from retrain.models.family import family_of
+from retrain.models.families import family_of
 from retrain.models.load import ModelSpec, load_model
 
 #: longer than the sliding windows of the matrix (4 tokens), inside every vocabulary

@@ -19,7 +19,7 @@ from retrain.backends.export import EXPORT_RECORD, BaseModel, ExportRequest
 from retrain.backends.local.export import hf as hf_writer
 from retrain.backends.local.export.run import export
 from retrain.errors import UserError
-from retrain.models.family import family_of
+from retrain.models.families import family_of
 from retrain.models.load import ModelSpec, load_model, load_tokenizer
 from retrain.models.tiny import from_tiny
 

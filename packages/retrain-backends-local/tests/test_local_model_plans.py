@@ -6,7 +6,7 @@ from __future__ import annotations
 from tiny_families import GEMMA3, GEMMA4, SHAPES, config_of
 from transformers import AutoConfig
 
-from retrain.models.family import family_of
+from retrain.models.families import family_of
 from retrain.models.gemma3 import Gemma3
 from retrain.models.gemma4 import Gemma4
 from retrain.models.layers import Implements, LayerPlan

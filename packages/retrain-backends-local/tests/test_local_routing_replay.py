@@ -28,7 +28,7 @@ from retrain.backends.local.replay import RoutingReplay
 from retrain.errors import UserError
 from retrain.inference_engine.pytorch.sample import SampleStats, generate
 from retrain.models import routing
-from retrain.models.family import family_of
+from retrain.models.families import family_of
 from retrain.types import Datum, Routes, SamplingParams
 
 MOE = ["qwen3_moe", "qwen3_5 moe", "gemma4 moe", "gpt_oss", "mixtral", "qwen2_moe", "olmoe", "deepseek_v3", "glm4_moe",

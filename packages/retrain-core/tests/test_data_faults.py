@@ -122,7 +122,8 @@ def test_other_formats_name_the_file(tmp_path: Path) -> None:
 
 
 def test_sft_data_names_file_and_line(tmp_path: Path) -> None:
-    from retrain.training.sft.data import SftDataError, read_sft_data
+    from retrain.training.sft.data import read_sft_data
+    from retrain.training.sft.records import SftDataError
 
     path = tmp_path / "sft.jsonl"
     path.write_bytes(b'{"prompt": "a", "completion": "b"}\n{"prompt": "\xff", "completion": "b"}\n')
@@ -134,7 +135,8 @@ def test_sft_data_names_file_and_line(tmp_path: Path) -> None:
 
 
 def test_sft_data_of_several_files_is_refused_as_not_built(tmp_path: Path) -> None:
-    from retrain.training.sft.data import SftDataError, read_sft_data
+    from retrain.training.sft.data import read_sft_data
+    from retrain.training.sft.records import SftDataError
 
     for given in (str(tmp_path), str(tmp_path / "*.jsonl")):
         with pytest.raises(SftDataError, match=r"a folder or glob as SFT data is not built yet"):

@@ -13,13 +13,12 @@ import pytest
 from retrain.config import ConfigError
 from retrain.training.sft.data import (
     Encoded,
-    SftDataError,
     check_pins,
     encode_row,
     read_sft_data,
-    sft_cap,
 )
 from retrain.training.sft.order import BatchSchedule
+from retrain.training.sft.records import SftDataError, sft_cap
 from retrain.validation.load import load_config
 
 EOS = 1

@@ -20,7 +20,8 @@ from retrain.training.sft.contract import (
     transformers_version,
     verify_audits,
 )
-from retrain.training.sft.data import SftDataError, load_sft_data, read_sft_data
+from retrain.training.sft.data import load_sft_data, read_sft_data
+from retrain.training.sft.records import SftDataError
 from retrain.validation.load import load_config
 
 ROWS = [{"prompt": f"{i}+1=", "completion": str(i + 1)} for i in range(6)]

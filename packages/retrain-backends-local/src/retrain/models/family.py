@@ -1,5 +1,5 @@
 """What retrain needs to know about a model family, asked of one module per family and chosen
-by the config's `model_type` (`family_of`). Nothing family-specific lives outside `models/`.
+by the config's `model_type` (`families.family_of`). Nothing family-specific lives outside `models/`.
 
 A family answers:
 
@@ -25,7 +25,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
 
-from retrain.errors import UserError
 from retrain.models import multimodal
 from retrain.models.layers import DecoderPlan, plan_of
 
@@ -105,57 +104,6 @@ def text_config(config: Any) -> Any:
 
 def _vocab(model: Any) -> int:
     return int(getattr(text_config(model.config), "vocab_size", 0) or 0)
-
-
-def families() -> tuple[Family, ...]:
-    from retrain.models import (
-        deepseek_v3,
-        gemma3,
-        gemma4,
-        glm4_moe,
-        gpt_oss,
-        llama4,
-        mixtral,
-        olmoe,
-        qwen2_moe,
-        qwen3_moe,
-        qwen3_next,
-        qwen35,
-    )
-
-    return (qwen35.Qwen35(), gemma3.Gemma3(), gemma4.Gemma4(), qwen3_moe.Qwen3Moe(), gpt_oss.GptOss(),
-            mixtral.Mixtral(), qwen2_moe.Qwen2Moe(), olmoe.Olmoe(), deepseek_v3.DeepseekV3(), glm4_moe.Glm4Moe(),
-            qwen3_next.Qwen3Next(), llama4.Llama4())
-
-
-def family_of(config: Any) -> Family:
-    """The family of a model's config (a multimodal config or its text config alike)."""
-    kinds = {str(getattr(config, "model_type", "")), str(getattr(text_config(config), "model_type", ""))}
-    for family in families():
-        if kinds & set(family.model_types):
-            return family
-    return Family()
-
-
-def prepare_family(family: Family, model: Any, options: Mapping[str, Any]) -> dict[str, float | int | str]:
-    """`family.prepare`, after refusing (UserError) an option of another family set away from
-    its default: it would change nothing for this model."""
-    for other in families():
-        if type(other) is type(family):
-            continue
-        for key, default in other.options.items():
-            if key in options and options[key] != default and key not in family.options:
-                kind = getattr(model.config, "model_type", "?")
-                raise UserError(f"[backend.options] {key} = {options[key]!r} applies to {other.name} models, "
-                                f"and this model is a {kind}", hint="remove it")
-    return family.prepare(model, options)
-
-
-def head_math(config: Any) -> tuple[float, float | None]:
-    """(scale, soft-cap) a causal LM applies to its head's logits: logits / scale (Granite's
-    `logits_scaling`), then cap * tanh(logits / cap) (Gemma's `final_logit_softcapping`)."""
-    plan = family_of(config).plan(config)
-    return plan.logit_scale, plan.logit_softcap
 
 
 class SoftCapped:

@@ -21,7 +21,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from retrain.models.family import family_of, text_config
+from retrain.models.families import family_of
+from retrain.models.family import text_config
 from retrain.models.layers import DecoderPlan
 
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")

@@ -27,8 +27,9 @@ from retrain.campaign.parallel import POLL_S, progress
 from retrain.campaign.progress import CampaignView
 from retrain.config.schema import CampaignConfig
 from retrain.errors import UserError
+from retrain.registry.health import COMPONENTS
 
-RAY_HINT = "install the Ray extra: pip install 'retrain-cli[ray]' (or uv sync --extra ray)"
+RAY_HINT = f"install the Ray extra: {COMPONENTS['ray'].hint} (or uv sync --extra ray)"
 _CRASH = "RETRAIN_CRASH_AT"
 UV_HOOK = "RAY_ENABLE_UV_RUN_RUNTIME_ENV"
 

@@ -15,8 +15,9 @@ from pathlib import Path
 from retrain.errors import UserError
 from retrain.io import layout
 from retrain.metrics.scan import scan_metrics_file, scan_phases
+from retrain.registry.health import COMPONENTS
 
-PLOT_HINT = "install matplotlib (pip install 'retrain-cli[plot]')"
+PLOT_HINT = f"install matplotlib ({COMPONENTS['matplotlib'].hint})"
 #: (metrics field, axis title)
 PANELS = (
     ("mean_reward", "reward (mean)"),

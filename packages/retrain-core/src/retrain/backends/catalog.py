@@ -23,6 +23,7 @@ from retrain.backends.options import OptionSchema, OptionSpec
 from retrain.backends.protocol import BACKEND_CONTRACT
 from retrain.registry import contract
 from retrain.registry.contract import Contract
+from retrain.registry.health import install_hint
 
 ResumeMode = Literal["unsupported", "adapter_only", "exact"]
 ENTRY_POINT_GROUP = "retrain.backends"
@@ -215,10 +216,10 @@ class DistributionHint:
 
 #: The built-in names and the distribution that ships each: the only backend facts core holds.
 DISTRIBUTION_HINTS: dict[str, DistributionHint] = {
-    "local": DistributionHint("retrain-backends-local", "pip install retrain-backends-local"),
+    "local": DistributionHint("retrain-backends-local", install_hint("retrain-backends-local")),
     "unsloth": DistributionHint("retrain-backends-unsloth",
-                                "pip install retrain-backends-unsloth (CUDA GPU required at run time)"),
-    "tinker": DistributionHint("retrain-backends-tinker", "pip install retrain-backends-tinker"),
+                                install_hint("retrain-backends-unsloth", "CUDA GPU required at run time")),
+    "tinker": DistributionHint("retrain-backends-tinker", install_hint("retrain-backends-tinker")),
     "prime_rl": DistributionHint("retrain-backends-prime", "no retrain distribution ships the PRIME-RL bridge yet",
                                  not_built="the PRIME-RL bridge is not built yet in this version; "
                                            "use backend = \"local\""),

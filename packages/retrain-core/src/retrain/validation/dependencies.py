@@ -28,7 +28,7 @@ def _planning(flow: Preflight) -> None:
     try:
         if not module_available("sentence_transformers"):
             raise PlanningUnavailable("[planning] detector = semantic needs 'sentence-transformers' "
-                                      "(pip install 'retrain-core[semantic]')")
+                                      f"({COMPONENTS['semantic'].hint})")
         model_folder(c.planning.model)
     except PlanningUnavailable as exc:
         flow.add("error", "dep", f"{p.condition} needs planning masks: {exc}")

@@ -48,7 +48,7 @@ from retrain.errors import UserError
 from retrain.inference_engine.pytorch.device import autocast_dtype
 from retrain.inference_engine.pytorch.sample import SampleStats, engine_metrics, generate
 from retrain.models.dropout import disable_dropout, dropout_note
-from retrain.models.family import family_of, prepare_family
+from retrain.models.families import family_of, prepare_family
 from retrain.models.load import ModelSpec, load_model, load_tokenizer
 from retrain.models.quiet import kernel_fallbacks
 from retrain.models.tiny import from_tiny, is_tiny

@@ -18,7 +18,8 @@ import torch
 
 from retrain.backends.local.packing import Packed
 from retrain.backends.local.truncation import Truncation, vocab_size
-from retrain.models.family import SoftCapped, head_math
+from retrain.models.families import head_math
+from retrain.models.family import SoftCapped
 
 
 def split_head(model: Any) -> tuple[Any, torch.nn.Module]:

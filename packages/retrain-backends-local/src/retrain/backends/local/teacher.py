@@ -64,7 +64,8 @@ class LocalTeacher:
             selected_logprobs_torch,
             split_head,
         )
-        from retrain.models.family import SoftCapped, head_math
+        from retrain.models.families import head_math
+        from retrain.models.family import SoftCapped
 
         hidden = hidden_states(self.model, ids, torch.ones_like(ids))  # [B, L, H]
         rows, cols = action.nonzero(as_tuple=True)

@@ -343,7 +343,7 @@ def create(config: Any) -> ServingEngine:
 
     from retrain.backends.tokenizer import HFTokenizer
     from retrain.inference_engine.pytorch.device import autocast_dtype, plan_device
-    from retrain.models.family import family_of, prepare_family
+    from retrain.models.families import family_of, prepare_family
     from retrain.models.load import ModelSpec, load_model, load_tokenizer
     from retrain.models.tiny import from_tiny
 

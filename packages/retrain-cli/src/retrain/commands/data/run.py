@@ -18,6 +18,8 @@ from typing import Any
 
 from retrain.commands.config_args import resolve_config_args
 from retrain.commands.data.render import render_text
+from retrain.commands.data.sft import sft_summary
+from retrain.commands.data.tokenizer import prompt_tokenizer, token_text
 from retrain.config.schema import TrainConfig
 from retrain.data.chat import PromptEncoder
 from retrain.data.source import load_examples, notes_of
@@ -26,26 +28,6 @@ from retrain.evaluation.settings import EvalSchedule
 from retrain.types import Example
 from retrain.validation.data import check_data_files
 from retrain.validation.load import load_config
-
-
-def prompt_tokenizer(config: TrainConfig) -> tuple[Any, str]:
-    """The tokenizer the run's backend reads prompts with, or None and why there is none."""
-    from retrain.backends import catalog
-    from retrain.registry.core import load_target
-
-    entry = catalog.entry_for(config.backend.backend, config.backend.options)
-    if entry is None or not entry.installed:
-        return None, f"backend {config.backend.backend!r} is not installed here"
-    if not entry.definition.tokenizer:
-        return None, f"backend {config.backend.backend!r} offers no tokenizer without its model"
-    return load_target(entry.definition.tokenizer, entry.name)(config), ""
-
-
-def _text(tokenizer: Any, ids: Sequence[int]) -> str:
-    hf = getattr(tokenizer, "hf", None)
-    if hf is not None:
-        return str(hf.decode(list(ids), skip_special_tokens=False))
-    return "".join(tokenizer.token_strings(ids))
 
 
 def _untemplated(example: Example) -> str:
@@ -70,7 +52,7 @@ def prompts(config: TrainConfig, examples: Sequence[Example], tokenizer: Any, co
             row["text"] = _untemplated(ex)
         else:
             ids = encode(ex, tokenizer)
-            row.update(tokens=len(ids), text=_text(tokenizer, ids))
+            row.update(tokens=len(ids), text=token_text(tokenizer, ids))
         out.append(row)
     return out
 
@@ -101,8 +83,6 @@ def summary(config: TrainConfig, count: int, scan: int) -> dict[str, Any]:
                         "data shows what a [data] source or sft_data_path gives")
     tables = check_data_files(config).lines
     if config.training.trainer == "sft":
-        from retrain.commands.data.sft import sft_summary
-
         return {"tables": list(tables), **sft_summary(config, count)}
     if not config.is_rl:
         raise UserError(f"trainer = {config.training.trainer!r} reads no prompts")

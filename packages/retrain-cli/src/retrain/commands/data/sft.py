@@ -5,19 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from retrain.commands.data.tokenizer import prompt_tokenizer, token_text
 from retrain.config.schema import TrainConfig
 
 
 def _split(tokenizer: Any, tokens: list[int], target: list[bool]) -> tuple[str, str]:
     """(the text of the tokens before the first target token, the text of the target tokens)."""
-    from retrain.commands.data.run import _text
-
     first = target.index(True) if True in target else len(tokens)
-    return _text(tokenizer, tokens[:first]), _text(tokenizer, [t for t, on in zip(tokens, target, strict=True) if on])
+    return token_text(tokenizer, tokens[:first]), token_text(tokenizer, [t for t, on in zip(tokens, target, strict=True) if on])
 
 
 def sft_summary(config: TrainConfig, count: int) -> dict[str, Any]:
-    from retrain.commands.data.run import prompt_tokenizer
     from retrain.training.sft.data import encode_row, load_sft_data
 
     data = load_sft_data(config)

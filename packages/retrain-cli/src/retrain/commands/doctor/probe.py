@@ -11,31 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from retrain.registry.contract import distribution_version
-from retrain.registry.health import module_available
-
-#: (import name, distribution, what it enables, install hint): only packages that something
-#: built in this version imports, so installing one changes what retrain does (a package for
-#: a feature that is not built, such as liger-kernel, is not suggested).
-OPTIONAL_PACKAGES: tuple[tuple[str, str, str, str], ...] = (
-    ("torch", "torch", "local and unsloth backends", "pip install retrain-backends-local"),
-    ("transformers", "transformers", "local backend models", "pip install retrain-backends-local"),
-    ("peft", "peft", "LoRA adapters", "pip install retrain-backends-local"),
-    ("triton", "triton", "Triton kernels (CUDA)", "pip install retrain-kernels"),
-    ("tinker", "tinker", "tinker backend", "pip install retrain-backends-tinker"),
-    ("unsloth", "unsloth", "unsloth backend (CUDA)", "pip install retrain-backends-unsloth"),
-    ("verifiers", "verifiers", "verifiers environments", "pip install retrain-envs"),
-    ("websockets", "websockets", "OpenEnv environments", "pip install retrain-envs"),
-    ("math_verify", "math-verify", "reward type 'math'", "pip install math-verify"),
-    ("sentence_transformers", "sentence-transformers", "semantic planning detector",
-     "pip install sentence-transformers"),
-    ("prometheus_client", "prometheus-client", "`retrain status serve` exporter", "pip install retrain-cli"),
-    ("wandb", "wandb", "W&B logging", "pip install 'retrain-core[wandb]'"),
-    ("tensorboard", "tensorboard", "tracker 'tensorboard'", "pip install 'retrain-core[tensorboard]'"),
-    ("mlflow", "mlflow-skinny", "tracker 'mlflow'", "pip install 'retrain-core[mlflow]'"),
-    ("trackio", "trackio", "tracker 'trackio'", "pip install 'retrain-core[trackio]'"),
-    ("matplotlib", "matplotlib", "status/diff --plot", "pip install 'retrain-cli[plot]'"),
-    ("gguf", "gguf", "GGUF model files as [model] model", "pip install 'retrain-backends-local[gguf]'"),
-)
+from retrain.registry.health import COMPONENTS, module_available
 
 #: models that install as packages: [model] model name -> (distribution, install hint); the
 #: hint is retrain.models.gguf.PACKAGED's (tests/test_packaging.py holds them together)
@@ -57,10 +33,11 @@ def packaged_models() -> list[dict[str, Any]]:
 
 def packages() -> list[dict[str, Any]]:
     out = []
-    for module, dist, purpose, hint in OPTIONAL_PACKAGES:
-        ok = module_available(module)
-        out.append({"module": module, "distribution": dist, "available": ok,
-                    "version": distribution_version(dist) if ok else None, "purpose": purpose, "hint": hint})
+    for c in COMPONENTS.values():
+        ok = c.available
+        out.append({"module": c.module, "distribution": c.distribution, "available": ok,
+                    "version": distribution_version(c.distribution) if ok else None, "purpose": c.purpose,
+                    "hint": c.hint})
     return out
 
 
@@ -101,7 +78,7 @@ def unsloth_here(cuda_count: int | None = None) -> str:
     """Whether the unsloth backend can run on this machine, in words: "yes", or "no: why"
     (it needs Unsloth and a CUDA GPU). Reads the driver's files, not torch."""
     if not module_available("unsloth"):
-        return "no: unsloth is not installed (pip install retrain-backends-unsloth)"
+        return f"no: unsloth is not installed ({COMPONENTS['unsloth'].hint})"
     if (cuda_devices()["count"] if cuda_count is None else cuda_count) == 0:
         return 'no: no CUDA GPU found, and Unsloth needs one (backend = "local" trains on the CPU)'
     return "yes"

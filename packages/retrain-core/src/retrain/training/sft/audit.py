@@ -29,7 +29,7 @@ from retrain.io.layout import (
     SFT_RECOVERABILITY,
     SFT_RESOLVED_CONFIG,
 )
-from retrain.training.sft.data import SftData, sft_cap
+from retrain.training.sft.records import SftData, sft_cap
 from retrain.training.state import SftSchedule
 
 SNAPSHOT_MAX_BYTES = 16 * 1024 * 1024

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from retrain.backends.protocol import Tokenizer
 from retrain.config.schema import TrainConfig
 from retrain.training.sft.contract import check_tokens
-from retrain.training.sft.data import SftData, SftDataError, encode_all, sft_cap
+from retrain.training.sft.data import encode_all
 from retrain.training.sft.order import BatchSchedule
+from retrain.training.sft.records import SftData, SftDataError, sft_cap
 from retrain.training.state import SftSchedule, TrainerState
 from retrain.training.warmup import warmup_batch_size
 from retrain.types import Datum

@@ -35,7 +35,7 @@ from typing import Any
 
 from retrain.config.schema import TrainConfig
 from retrain.io.digest import file_sha256
-from retrain.training.sft.data import SftData, SftDataError, sft_cap
+from retrain.training.sft.records import SftData, SftDataError, sft_cap
 
 ROW_SCHEMA = "retrain.sft_audit.v1"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")

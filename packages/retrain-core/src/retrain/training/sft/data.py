@@ -19,58 +19,19 @@ So are the audits that vouch for the data (retrain.training.sft.contract).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from retrain.backends.protocol import Tokenizer
 from retrain.config.schema import DataConfig, TrainConfig
 from retrain.data.chat import encode_turns
-from retrain.errors import UserError
 from retrain.io.digest import file_sha256
 from retrain.io.json import numbered_rows
+from retrain.training.sft.contract import verify_audits
+from retrain.training.sft.records import SftData, SftDataError, SftRow
+from retrain.training.sft.table import read_sft_table
 from retrain.types import Datum
-
-#: `sft_max_tokens` = 0 in warmup: the RL budget plus this much room for the prompt
-WARMUP_PROMPT_ROOM = 512
-
-
-class SftDataError(UserError, ValueError):
-    """The SFT data file is missing, malformed, or does not match its pins."""
-
-
-@dataclass(frozen=True)
-class SftRow:
-    """`turns`: the prompt as chat turns (a `[data] messages_key` row before its last assistant
-    turn, or a prompt given a system prompt), the completion after them the target."""
-
-    line: int
-    prompt: str = ""
-    completion: str = ""
-    text: str = ""
-    messages: tuple[Mapping[str, Any], ...] = ()
-    turns: tuple[Mapping[str, Any], ...] = ()
-    #: where the row is, for messages (`file:line`, or a table's row); "" = `{path}:{line}`
-    where: str = ""
-
-    @property
-    def kind(self) -> str:
-        return "messages" if self.messages else ("text" if self.text else "prompt_completion")
-
-
-@dataclass(frozen=True)
-class SftData:
-    path: Path
-    rows: list[SftRow]
-    sha256: str
-    size: int
-    # the audits that vouch for the data, verified (retrain.training.sft.contract): "audit", "token_audit"
-    audits: dict[str, Any] = field(default_factory=dict)
-
-    def provenance(self) -> dict[str, Any]:
-        """What `run_meta.json`, the SFT manifest and `retrain trace` record of the data."""
-        return {"path": str(self.path.resolve()), "sha256": self.sha256, "rows": len(self.rows), "bytes": self.size,
-                **self.audits}
 
 
 @dataclass(frozen=True)
@@ -124,8 +85,6 @@ def read_sft_data(path_text: str, config: TrainConfig | None = None) -> SftData:
     if path.suffix.lower() == ".jsonl" and (config is None or not maps_columns(config.data)):
         rows = [_row(path, n, raw) for n, raw in numbered_rows(path, SftDataError)]
     else:
-        from retrain.training.sft.table import read_sft_table
-
         rows = read_sft_table(path, config or TrainConfig())
     if not rows:
         raise SftDataError(f"sft_data_path {path_text}: no rows")
@@ -145,20 +104,9 @@ def check_pins(config: TrainConfig, data: SftData) -> None:
 
 def load_sft_data(config: TrainConfig) -> SftData:
     """The data, its pins checked and its audits verified (before any model loads)."""
-    from retrain.training.sft.contract import verify_audits
-
     data = read_sft_data(config.training.sft_data_path, config if config.training.trainer == "sft" else None)
     check_pins(config, data)
     return replace(data, audits=verify_audits(config, data))
-
-
-def sft_cap(config: TrainConfig) -> int:
-    """The token cap of one SFT row: `sft_max_tokens`, else `max_tokens` (standalone SFT) or
-    `max_tokens` + 512 (warmup inside an RL run, where the prompt comes on top)."""
-    t = config.training
-    if t.sft_max_tokens:
-        return t.sft_max_tokens
-    return t.max_tokens if t.trainer == "sft" else t.max_tokens + WARMUP_PROMPT_ROOM
 
 
 MessagesEncoder = Callable[..., tuple[list[int], list[bool]]]

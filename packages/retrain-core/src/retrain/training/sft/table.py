@@ -22,7 +22,7 @@ from retrain.data.table.mapping import ANSWER_COLUMNS, missing_column, template_
 from retrain.data.table.rows import nonblank_lines
 from retrain.data.table.source import columns_of
 from retrain.data.table.where import FILE_SPLIT, Where, open_split
-from retrain.training.sft.data import SftDataError, SftRow
+from retrain.training.sft.records import SftDataError, SftRow
 
 KEY = "[training] sft_data_path"
 

@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 
 from retrain.errors import UserError
+from retrain.registry.health import COMPONENTS
 
 #: The prefix of a metrics row's keys in every tracker (W&B's `train/loss`); evaluation rows
 #: keep their own `eval/...` keys.
@@ -108,7 +109,7 @@ class TrackerMissing(UserError, RuntimeError):
     def __init__(self, tracker: str, package: str, selected: str = "") -> None:
         selected = selected or f"[logging] trackers names {tracker!r}"
         super().__init__(f"{selected} but the `{package}` package is not installed "
-                         f"(pip install 'retrain-core[{tracker}]', or drop it from trackers)")
+                         f"({COMPONENTS[tracker].hint}, or drop it from trackers)")
 
 
 def import_tracker(module: str, tracker: str, package: str, selected: str = "") -> ModuleType:

@@ -48,7 +48,8 @@ from retrain.training.reward_faults import RewardFaults
 from retrain.training.run import HeldOut, Run
 from retrain.training.rundir import Start, running
 from retrain.training.sft.batches import SftBatches, schedule_state
-from retrain.training.sft.data import SftData, load_sft_data, sft_cap
+from retrain.training.sft.data import load_sft_data
+from retrain.training.sft.records import SftData, sft_cap
 from retrain.training.step import advantages, train_on
 from retrain.training.telemetry import WarmupRow, backend_counters
 from retrain.training.warmup import WarmupData, warmup_batch_size, warmup_lr

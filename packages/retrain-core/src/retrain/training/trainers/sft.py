@@ -37,7 +37,8 @@ from retrain.training.result import RunResult
 from retrain.training.rundir import running
 from retrain.training.sft.audit import write_manifest, write_start
 from retrain.training.sft.batches import SftBatches, schedule_state
-from retrain.training.sft.data import SftData, load_sft_data
+from retrain.training.sft.data import load_sft_data
+from retrain.training.sft.records import SftData
 from retrain.training.state import TrainerState
 from retrain.training.telemetry import backend_counters, peak_rss_mb
 from retrain.training.warmup import warmup_lr

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from retrain.backends.local.export.model import Trained, checkpoint_dtype
-from retrain.models.family import family_of
+from retrain.models.families import family_of
 from retrain.models.load import resolved
 from retrain.models.quiet import no_progress_bars
 

@@ -36,7 +36,8 @@ from retrain.inference_engine.pytorch.forward.model import (
 )
 from retrain.inference_engine.pytorch.forward.ops import Norm, heads_norm
 from retrain.inference_engine.pytorch.forward.regroup import gated_delta_parts
-from retrain.models.family import family_of, text_config
+from retrain.models.families import family_of
+from retrain.models.family import text_config
 from retrain.models.layers import DecoderPlan, Implements, LayerPlan
 
 #: rotary variants whose frequencies do not depend on the sequence length seen so far
