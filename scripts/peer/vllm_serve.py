@@ -73,11 +73,14 @@ def server_environ(threads: int) -> dict[str, str]:
 
 
 def start(python: Path, root: Path, model: Path, *, api_key: str, port: int = 0,
-          max_loras: int = MAX_LORAS, classifier: bool = False, extra: Sequence[str] = ()) -> VllmServer:
+          max_loras: int = MAX_LORAS, classifier: bool = False, lora: bool = True,
+          extra: Sequence[str] = ()) -> VllmServer:
     """`vllm serve MODEL` from the environment of `python`, answering once GET /v1/models
     does; its output goes to `root/vllm.log`. Stopped again if it does not start. `classifier`:
     MODEL is a sequence classifier served for `/classify` (vLLM's pooling runner), without
-    LoRA or sampling settings. `extra`: more arguments of `vllm serve` (`--lora-modules NAME=FOLDER`)."""
+    LoRA or sampling settings. `lora=False`: no runtime LoRA (vLLM 0.32's CPU build fails a
+    `prompt_logprobs` request when LoRA is enabled). `extra`: more arguments of `vllm serve`
+    (`--lora-modules NAME=FOLDER`)."""
     root.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     log = root / "vllm.log"
@@ -86,8 +89,9 @@ def start(python: Path, root: Path, model: Path, *, api_key: str, port: int = 0,
     if classifier:
         cmd += ["--runner", "pooling"]
     else:
-        cmd += ["--enable-lora", "--max-loras", str(max_loras), "--max-lora-rank", str(MAX_LORA_RANK),
-                "--logprobs-mode", "processed_logprobs"]
+        cmd += ["--logprobs-mode", "processed_logprobs"]
+        if lora:
+            cmd += ["--enable-lora", "--max-loras", str(max_loras), "--max-lora-rank", str(MAX_LORA_RANK)]
     cmd += list(extra)
     threads = max(1, min(2, os.cpu_count() or 1))
     with open(log, "wb") as out:
