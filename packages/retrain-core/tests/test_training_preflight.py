@@ -142,3 +142,16 @@ def test_plugin_declaring_scalar_but_varying_is_caught():
     finally:
         unregister("transform_mode", "test_liar")
     assert not report.ok and any(i.category == "probe" for i in errors(report))
+
+
+def test_a_backend_not_installed_here_is_not_judged_by_a_placeholders_capabilities(monkeypatch):
+    # a machine with retrain-cli and Tinker's backend only: `retrain explain` of a local config
+    # warns that local cannot run here, and does not refuse GTPO for a placeholder's capabilities
+    from retrain.backends import catalog
+
+    real = catalog._load_entry
+    monkeypatch.setattr(catalog, "_load_entry", lambda name: (None, []) if name == "local" else real(name))
+    report = trace(make_config(algorithm={"advantage_mode": "maxrl", "transform_mode": "gtpo_sepa"}))
+    assert not report.flow.backend_installed
+    assert report.ok, errors(report)
+    assert any(i.severity == "warning" and "'local' is not installed" in i.message for i in report.issues)

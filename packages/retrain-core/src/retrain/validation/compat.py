@@ -12,8 +12,12 @@ from retrain.validation.preflight import Preflight
 
 
 def check_compat(flow: Preflight) -> None:
+    """The steps that ask the backend's capabilities are skipped for a backend not installed
+    here: its capabilities are a placeholder's, and the dep warning already says it cannot run
+    here (`retrain explain` on a machine that only writes configs)."""
     for step in _STEPS:
-        step(flow)
+        if flow.capabilities_known or step not in _ASK_THE_BACKEND:
+            step(flow)
 
 
 def _token_advantages(flow: Preflight) -> None:
@@ -69,3 +73,4 @@ def _entropy_mask(flow: Preflight) -> None:
 _STEPS: tuple[Callable[[Preflight], None], ...] = (
     _token_advantages, _echo, _sepa_controller, _sync_loss, _entropy_mask,
 )
+_ASK_THE_BACKEND = frozenset({_token_advantages, _echo, _sync_loss})

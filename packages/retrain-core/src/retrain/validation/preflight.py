@@ -39,6 +39,9 @@ class Preflight:
     capabilities: catalog.BackendCapabilities
     backend_installed: bool = True
     issues: list[TraceIssue] = field(default_factory=list)
+    # False for a built backend whose distribution is not installed here: `capabilities` are
+    # then a placeholder's, and nothing may be judged by them
+    capabilities_known: bool = True
 
     @property
     def condition_label(self) -> str:
@@ -77,7 +80,8 @@ def resolve_preflight(config: TrainConfig) -> Preflight:
         pipeline = build_pipeline(config)
     except Exception as exc:
         issues.append(TraceIssue("error", "config", f"advantage pipeline: {type(exc).__name__}: {exc}"))
-    flow = Preflight(config, pipeline, name, source, caps, installed, issues)
+    known = entry is None or installed or not entry.definition.available
+    flow = Preflight(config, pipeline, name, source, caps, installed, issues, capabilities_known=known)
     if entry is None:
         flow.add("warning", "dep", f"backend {name!r} is not known here")
     elif not entry.runnable:
