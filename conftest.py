@@ -12,6 +12,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,7 +84,26 @@ def install_distribution(tmp_path_factory: pytest.TempPathFactory, monkeypatch: 
         del sys.modules[mod]
 
 
-class JudgeServer:
+class _Served:
+    httpd: Any
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _serve(owner: _Served, handler: type) -> str:
+    """Serve `handler` on 127.0.0.1 from a daemon thread, kept on `owner`; the base URL."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    owner.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    owner.httpd.daemon_threads = True
+    threading.Thread(target=owner.httpd.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{owner.httpd.server_address[1]}"
+
+
+class JudgeServer(_Served):
     """A real OpenAI-compatible chat endpoint on 127.0.0.1 (stdlib http.server, a thread) that
     answers as `mode` says: a reply text, or "garbage" (HTTP 200, not JSON), "stall" (no
     answer for `stall_s`), "503"/"401" (that status; `fail_first` > 0 fails only the first N
@@ -93,7 +113,7 @@ class JudgeServer:
     def __init__(self) -> None:
         import json
         import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from http.server import BaseHTTPRequestHandler
 
         self.mode, self.fail_first, self.stall_s, self.delay_s = "yes", 0, 30.0, 0.0
         self.requests: list[dict[str, object]] = []
@@ -147,14 +167,7 @@ class JudgeServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.url = _serve(self, Handler) + "/v1"
 
 
 @pytest.fixture
@@ -164,7 +177,7 @@ def judge_server():  # type: ignore[no-untyped-def]
     server.close()
 
 
-class ClassifyServer:
+class ClassifyServer(_Served):
     """A real server of vLLM's `POST /classify` contract on 127.0.0.1 (stdlib http.server, a
     thread), standing in for a reward model's server, answering as `mode` says: "ok" (per text,
     `logit(text)`, and `labels` logits when more than one), "503"/"401" (that status;
@@ -178,7 +191,7 @@ class ClassifyServer:
     def __init__(self) -> None:
         import json
         import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from http.server import BaseHTTPRequestHandler
 
         self.mode, self.fail_first, self.stall_s, self.labels = "ok", 0, 30.0, 1
         self.requests: list[dict[str, object]] = []
@@ -214,14 +227,7 @@ class ClassifyServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.url = _serve(self, Handler)
 
 
 @pytest.fixture

@@ -6,21 +6,14 @@ output a sigmoid gate scales (`shared_expert`, `shared_expert_gate`). ChatML's e
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from retrain.models.family import Family, text_config
-from retrain.models.layers import DecoderPlan, plan_of
-from retrain.models.qwen3_moe import softmax_top
+from retrain.models.qwen3_moe import Qwen3Moe
 
 
-class Qwen2Moe(Family):
+class Qwen2Moe(Qwen3Moe):
+    """Qwen3-MoE's plan and routing: what differs (biases, the shared expert) is read from the
+    modules by the plan, not stated by the family."""
+
     name: ClassVar[str] = "Qwen2-MoE"
     model_types: ClassVar[tuple[str, ...]] = ("qwen2_moe",)
-    end_of_turn: ClassVar[tuple[str, ...]] = ("<|im_end|>",)
-    replays_routing: ClassVar[bool] = True
-
-    def plan(self, config: Any) -> DecoderPlan:
-        return plan_of(text_config(config))
-
-    def routed_weights(self, router: Any, scores: Any, ids: Any) -> Any:
-        return softmax_top(scores, ids, renormalise=bool(getattr(router, "norm_topk_prob", False)))
