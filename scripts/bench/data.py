@@ -41,7 +41,6 @@ CONFIG = """
 model = "tiny"
 [backend]
 devices = "cpu"
-adapter_path = "{root}/adapters"
 [data]
 source = "dataset"
 path = "{root}/gsm8k.parquet"
