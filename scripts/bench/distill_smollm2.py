@@ -40,6 +40,7 @@ PEER = Path(__file__).resolve().parents[1] / "peer"
 sys.path.insert(0, str(PEER))
 
 import trl_env  # noqa: E402
+from support.smollm2_peer import smollm2_beside_trl  # noqa: E402
 
 PROMPTS, MAX_TOKENS, RANK, DIFFICULTY = 8, 16, 16, 1
 
@@ -166,21 +167,10 @@ def main() -> None:
     seeds = range(first, first + int(os.environ.get("BENCH_SEEDS", "3")))
     threads = int(os.environ.get("BENCH_THREADS", "2"))
     lr = float(os.environ.get("BENCH_LR", "1e-4"))
-    from retrain.models.gguf import converted, gguf_source
-    from retrain.models.unavailable import ModelUnavailable
-
-    try:
-        source = gguf_source("smollm2-135m-instruct")
-    except ModelUnavailable as exc:
-        print(json.dumps({"skipped": str(exc)}))
+    found = smollm2_beside_trl()
+    if found is None:
         return
-    try:
-        python = trl_env.ensure()
-    except trl_env.PeerUnavailable as exc:
-        print(json.dumps({"skipped": f"no TRL environment: {exc}"}))
-        return
-    assert source is not None
-    model = converted(source)
+    model, python = found
     started = time.perf_counter()
     root = Path(os.environ.get("BENCH_ROOT") or tempfile.mkdtemp(prefix="bench-distill-smollm2-"))
     env = env_of(threads)

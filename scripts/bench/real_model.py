@@ -42,6 +42,7 @@ sys.path.insert(0, str(PEER))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import trl_env  # noqa: E402
+from support.smollm2_peer import smollm2_beside_trl  # noqa: E402
 from trl_learning import run  # noqa: E402
 
 PROMPTS, GROUP, MAX_TOKENS, LR, RANK = 8, 4, 16, 1e-4, 16
@@ -95,23 +96,10 @@ def main() -> None:
     seeds = range(first, first + int(os.environ.get("BENCH_SEEDS", "3")))
     difficulty = int(os.environ.get("BENCH_DIFFICULTY", "1"))
     threads = int(os.environ.get("BENCH_THREADS", "2"))
-    from retrain.models.gguf import gguf_source
-    from retrain.models.unavailable import ModelUnavailable
-
-    try:
-        source = gguf_source("smollm2-135m-instruct")
-    except ModelUnavailable as exc:
-        print(json.dumps({"skipped": str(exc)}))
+    found = smollm2_beside_trl()
+    if found is None:
         return
-    try:
-        python = trl_env.ensure()
-    except trl_env.PeerUnavailable as exc:
-        print(json.dumps({"skipped": f"no TRL environment: {exc}"}))
-        return
-    from retrain.models.gguf import converted
-
-    assert source is not None
-    model = converted(source)
+    model, python = found
     started = time.perf_counter()
     root = Path(tempfile.mkdtemp(prefix="bench-real-"))
     data = root / "problems.jsonl"
