@@ -87,6 +87,23 @@ def test_a_server_teachers_logprobs_are_a_direct_forwards_within_1e_4(teacher_ur
         assert len(lps) == len(want) and max(abs(a - b) for a, b in zip(lps, want, strict=True)) < 1e-4, (lps, want)
 
 
+def test_a_teacher_server_that_dies_between_steps_is_retried_then_stops_the_run(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RETRAIN_TEST_TEACHER_KEY", KEY)
+    config = '[model]\nmodel = "tiny"\n[backend]\ndevices = "cpu"\n[training]\nseed = 0\n'
+    with serve_in_process(tmp_path, config, api_key=KEY) as url:
+        teacher = ServerTeacher(url, "tiny", api_key_env="RETRAIN_TEST_TEACHER_KEY", retries=2, timeout_s=5.0,
+                                backoff_s=0.01)
+        assert len(teacher.score(ROWS[:1])[0]) == len(ROWS[0].tokens) - ROWS[0].start  # a step scored
+    try:  # the server is gone: the next step's request is refused at the socket
+        with pytest.raises(TeacherFailed) as failed:
+            teacher.score(ROWS[:1])
+        assert teacher.metrics()["teacher/retries"] == 2.0  # a connection failure is retried
+    finally:
+        teacher.close()
+    assert url in str(failed.value) and "could not be reached" in str(failed.value) and KEY not in str(failed.value)
+
+
 def swapped_tokenizer(folder: Path) -> Any:
     """tiny's tokenizer with the ids of "1" and "2" swapped: the same text, other ids."""
     from transformers import AutoTokenizer
